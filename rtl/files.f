@@ -1,0 +1,14 @@
+tsr_pkg.sv
+tsr_int_pkg.sv
+tsr_fifo.sv
+tsr_csr.sv
+tsr_axi_rd.sv
+tsr_loader.sv
+tsr_scratch.sv
+tsr_pe.sv
+tsr_array.sv
+tsr_epilogue.sv
+tsr_seq.sv
+tsr_store.sv
+tsr_ctrl.sv
+tsr_top.sv

@@ -1,0 +1,177 @@
+// AXI4 read master. Takes requests of whole beats at a beat-aligned address, splits them into
+// INCR bursts of at most 256 beats that never cross a 4 KB boundary, keeps up to MaxReads bursts
+// in flight (one ID, so data returns in order), and hands each data beat back with the request's
+// tag and the beat's index within the request.
+module tsr_axi_rd #(
+  parameter int unsigned AddrWidth = 32,
+  parameter int unsigned DataWidth = 256,
+  parameter int unsigned TagWidth = 16,
+  parameter int unsigned MaxReads = 16,
+  parameter int unsigned BeatsWidth = 16   // request length field width
+) (
+  input  logic                   clk_i,
+  input  logic                   rst_ni,
+  input  logic                   clear_i,
+  input  logic                   abort_i,     // stop issuing bursts; in-flight ones still drain
+  // requests
+  input  logic                   req_valid_i,
+  output logic                   req_ready_o,
+  input  logic [AddrWidth-1:0]   req_addr_i,
+  input  logic [BeatsWidth-1:0]  req_beats_i,  // >= 1
+  input  logic [TagWidth-1:0]    req_tag_i,
+  // data beats
+  output logic                   rsp_valid_o,
+  output logic [DataWidth-1:0]   rsp_data_o,
+  output logic [TagWidth-1:0]    rsp_tag_o,
+  output logic [BeatsWidth-1:0]  rsp_beat_o,
+  output logic                   rsp_last_o,   // last beat of the request
+  output logic [AddrWidth-1:0]   rsp_addr_o,   // address of the beat's burst
+  // bus error: first failing burst's address
+  output logic                   err_o,
+  output logic [AddrWidth-1:0]   err_addr_o,
+  output logic                   idle_o,       // nothing in flight or pending
+  // AXI4 AR/R
+  output logic                   m_arvalid_o,
+  input  logic                   m_arready_i,
+  output logic [AddrWidth-1:0]   m_araddr_o,
+  output logic [7:0]             m_arlen_o,
+  output logic [2:0]             m_arsize_o,
+  output logic [1:0]             m_arburst_o,
+  input  logic                   m_rvalid_i,
+  output logic                   m_rready_o,
+  input  logic [DataWidth-1:0]   m_rdata_i,
+  input  logic [1:0]             m_rresp_i,
+  input  logic                   m_rlast_i
+);
+  localparam int unsigned BeatBytes = DataWidth / 8;
+  localparam int unsigned BeatShift = $clog2(BeatBytes);
+  localparam int unsigned PageBeats = 4096 / BeatBytes;
+  localparam int unsigned TrackW = TagWidth + BeatsWidth + 1 + AddrWidth;
+
+  // The request being split into bursts.
+  logic                  busy_q, busy_d;
+  logic [AddrWidth-1:0]  addr_q, addr_d;
+  logic [BeatsWidth-1:0] left_q, left_d, done_q, done_d;
+  logic [TagWidth-1:0]   tag_q, tag_d;
+  logic [BeatsWidth-1:0] page_left, burst_beats;
+  logic                  ar_fire, last_burst, track_full, track_empty;
+  logic [$clog2(MaxReads):0] track_count;
+  logic [TrackW-1:0]     track_in, track_out;
+  logic [TagWidth-1:0]   trk_tag;
+  logic [BeatsWidth-1:0] trk_base;
+  logic                  trk_last;
+  logic [AddrWidth-1:0]  trk_addr;
+  logic [BeatsWidth-1:0] beat_q, beat_d;
+  logic                  err_q, err_d;
+  logic                  ar_hold_q, ar_hold_d;  // AR valid awaiting ready: must not be withdrawn
+  logic [AddrWidth-1:0]  err_addr_q, err_addr_d;
+
+  assign page_left   = BeatsWidth'(PageBeats) - BeatsWidth'(addr_q[11:BeatShift]);
+  always_comb begin
+    burst_beats = left_q;
+    if (page_left < burst_beats) burst_beats = page_left;
+    if (burst_beats > BeatsWidth'(256)) burst_beats = BeatsWidth'(256);
+  end
+  assign last_burst = burst_beats == left_q;
+
+  assign m_arvalid_o = busy_q && !track_full && (!abort_i || ar_hold_q);
+  assign m_araddr_o  = addr_q;
+  assign m_arlen_o   = 8'(burst_beats - 1'b1);
+  assign m_arsize_o  = 3'(BeatShift);
+  assign m_arburst_o = 2'b01;  // INCR
+  assign ar_fire     = m_arvalid_o && m_arready_i;
+  // A new request may start in the cycle the last burst of the current one is issued.
+  assign req_ready_o = (!busy_q || (ar_fire && last_burst)) && !abort_i;
+  assign ar_hold_d   = m_arvalid_o && !m_arready_i;
+
+  always_comb begin
+    busy_d = busy_q;
+    addr_d = addr_q;
+    left_d = left_q;
+    done_d = done_q;
+    tag_d  = tag_q;
+    if (ar_fire) begin
+      busy_d = !last_burst;
+      addr_d = addr_q + (AddrWidth'(burst_beats) << BeatShift);
+      left_d = left_q - burst_beats;
+      done_d = done_q + burst_beats;
+    end
+    if (req_valid_i && req_ready_o) begin
+      busy_d = 1'b1;
+      addr_d = req_addr_i;
+      left_d = req_beats_i;
+      done_d = '0;
+      tag_d  = req_tag_i;
+    end
+    if (clear_i) busy_d = 1'b0;
+  end
+
+  assign track_in = {tag_q, done_q, last_burst, addr_q};
+  assign {trk_tag, trk_base, trk_last, trk_addr} = track_out;
+
+  tsr_fifo #(.Width(TrackW), .Depth(MaxReads)) u_track (
+    .clk_i, .rst_ni, .clear_i,
+    .push_i (ar_fire),
+    .data_i (track_in),
+    .full_o (track_full),
+    .pop_i  (m_rvalid_i && m_rlast_i),
+    .data_o (track_out),
+    .empty_o(track_empty),
+    .count_o(track_count)
+  );
+
+  // Every beat is accepted at once: destinations are reserved before a request is made.
+  assign m_rready_o  = 1'b1;
+  assign rsp_valid_o = m_rvalid_i;
+  assign rsp_data_o  = m_rdata_i;
+  assign rsp_tag_o   = trk_tag;
+  assign rsp_beat_o  = trk_base + beat_q;
+  assign rsp_last_o  = m_rlast_i && trk_last;
+  assign rsp_addr_o  = trk_addr;
+
+  always_comb begin
+    beat_d = beat_q;
+    if (m_rvalid_i) beat_d = m_rlast_i ? '0 : beat_q + 1'b1;
+    err_d      = err_q;
+    err_addr_d = err_addr_q;
+    if (m_rvalid_i && m_rresp_i[1] && !err_q) begin
+      err_d      = 1'b1;
+      err_addr_d = trk_addr;
+    end
+    if (clear_i) begin
+      beat_d = '0;
+      err_d  = 1'b0;
+    end
+  end
+
+  assign err_o      = err_q;
+  assign err_addr_o = err_addr_q;
+  assign idle_o     = track_empty && !ar_hold_q && (!busy_q || abort_i);
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q     <= 1'b0;
+      addr_q     <= '0;
+      left_q     <= '0;
+      done_q     <= '0;
+      tag_q      <= '0;
+      beat_q     <= '0;
+      err_q      <= 1'b0;
+      err_addr_q <= '0;
+      ar_hold_q  <= 1'b0;
+    end else begin
+      busy_q     <= busy_d;
+      addr_q     <= addr_d;
+      left_q     <= left_d;
+      done_q     <= done_d;
+      tag_q      <= tag_d;
+      beat_q     <= beat_d;
+      err_q      <= err_d;
+      err_addr_q <= err_addr_d;
+      ar_hold_q  <= ar_hold_d;
+    end
+  end
+
+  logic unused_track_count;
+  assign unused_track_count = ^track_count ^ m_rresp_i[0];
+endmodule

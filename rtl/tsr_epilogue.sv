@@ -1,0 +1,126 @@
+// Epilogue: one array row per cycle, Cols lanes, fully pipelined (Latency cycles).
+//   acc = sum + (acc_en ? C_in : 0) + (bias_en ? bias : 0)                       int32, wrapping
+//   int32 mode: out = acc
+//   int8 mode:  out = clamp(out_zp + MultiplyByQuantizedMultiplier(acc, mult, shift), min, max)
+// MultiplyByQuantizedMultiplier is TFLite's reference: SaturatingRoundingDoublingHighMul of
+// (acc << left) and mult, then RoundingDivideByPOT(right); left = max(shift, 0), right =
+// max(-shift, 0). The row's metadata travels alongside unchanged.
+module tsr_epilogue #(
+  parameter int unsigned Cols = 16,
+  parameter int unsigned MetaWidth = 8,
+  localparam int unsigned Latency = 5
+) (
+  input  logic                  clk_i,
+  input  logic                  rst_ni,
+  input  logic                  clear_i,
+  input  logic                  valid_i,
+  input  logic [MetaWidth-1:0]  meta_i,
+  input  logic [Cols*32-1:0]    sum_i,
+  input  logic [Cols*32-1:0]    cin_i,
+  input  logic [Cols*32-1:0]    bias_i,
+  input  logic [Cols*32-1:0]    mult_i,
+  input  logic [Cols*8-1:0]     shift_i,
+  input  logic                  acc_en_i,
+  input  logic                  bias_en_i,
+  input  logic                  int8_i,
+  input  logic [7:0]            out_zp_i,
+  input  logic [7:0]            act_min_i,
+  input  logic [7:0]            act_max_i,
+  output logic                  valid_o,
+  output logic [MetaWidth-1:0]  meta_o,
+  output logic [Cols*32-1:0]    data_o   // int32 lanes, or int8 lanes packed in the low Cols*8 bits
+);
+  logic [Latency-1:0]   valid_q;
+  logic [MetaWidth-1:0] meta_q [Latency];
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      valid_q <= '0;
+    end else if (clear_i) begin
+      valid_q <= '0;
+    end else begin
+      valid_q <= {valid_q[Latency-2:0], valid_i};
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    meta_q[0] <= meta_i;
+    for (int s = 1; s < Latency; s++) meta_q[s] <= meta_q[s-1];
+  end
+
+  logic [Cols*8-1:0] out8;
+  logic [Cols*32-1:0] out32;
+
+  for (genvar j = 0; j < Cols; j++) begin : g_lane
+    // Stage 1: the int32 sum; split the shift into left and right amounts.
+    logic signed [31:0] acc_q, acc_d;
+    logic        [4:0]  left1_q, right1_q;
+    logic signed [31:0] mult1_q, shl;
+    logic signed [7:0]  shift;
+    assign shift = $signed(shift_i[j*8 +: 8]);
+    assign acc_d = $signed(sum_i[j*32 +: 32]) + (acc_en_i ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
+                   (bias_en_i ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
+
+    // Stage 2: x = acc << left (wrapping), product x * mult.
+    assign shl = acc_q <<< left1_q;
+    logic signed [63:0] prod2_q;
+    logic               sat2_q;
+    logic        [4:0]  right2_q;
+    logic signed [31:0] acc2_q;
+
+    // Stage 3: high half of the doubled product, rounded half away from zero; saturation.
+    logic signed [31:0] high3_q, acc3_q;
+    logic        [4:0]  right3_q;
+    logic signed [63:0] nudged;
+    logic signed [63:0] high64;
+    logic               unused_high;
+    assign unused_high = ^high64[63:32];
+    assign nudged = prod2_q + (prod2_q[63] ? -64'sd1073741823 : 64'sd1073741824);
+    // Division by 2^31 truncating toward zero.
+    assign high64 = nudged[63] ? ((nudged + 64'sd2147483647) >>> 31) : (nudged >>> 31);
+
+    // Stage 4: rounding divide by 2^right.
+    logic signed [31:0] div4_q, acc4_q;
+    logic signed [31:0] mask, rem, thr;
+    assign mask = (32'sd1 <<< right3_q) - 32'sd1;
+    assign rem  = high3_q & mask;
+    assign thr  = (mask >>> 1) + (high3_q[31] ? 32'sd1 : 32'sd0);
+
+    // Stage 5: zero point and clamp.
+    logic signed [31:0] zp_sum;
+    logic signed [7:0]  q5_q;
+    logic signed [31:0] acc5_q;
+    assign zp_sum = div4_q + 32'($signed(out_zp_i));
+
+    always_ff @(posedge clk_i) begin
+      acc_q    <= acc_d;
+      left1_q  <= 5'd0;
+      right1_q <= 5'd0;
+      if (shift > 8'sd0) left1_q <= shift[4:0];
+      else right1_q <= 5'(-shift);
+      mult1_q  <= $signed(mult_i[j*32 +: 32]);
+
+      prod2_q  <= shl * mult1_q;
+      sat2_q   <= shl == 32'sh80000000 && mult1_q == 32'sh80000000;
+      right2_q <= right1_q;
+      acc2_q   <= acc_q;
+
+      high3_q  <= sat2_q ? 32'sh7fffffff : high64[31:0];
+      right3_q <= right2_q;
+      acc3_q   <= acc2_q;
+
+      div4_q   <= (high3_q >>> right3_q) + ((rem > thr) ? 32'sd1 : 32'sd0);
+      acc4_q   <= acc3_q;
+
+      if (zp_sum < 32'($signed(act_min_i)))      q5_q <= $signed(act_min_i);
+      else if (zp_sum > 32'($signed(act_max_i))) q5_q <= $signed(act_max_i);
+      else                                       q5_q <= zp_sum[7:0];
+      acc5_q   <= acc4_q;
+    end
+    assign out8[j*8 +: 8]    = q5_q;
+    assign out32[j*32 +: 32] = acc5_q;
+  end
+
+  assign valid_o = valid_q[Latency-1];
+  assign meta_o  = meta_q[Latency-1];
+  assign data_o  = int8_i ? {{(Cols*24){1'b0}}, out8} : out32;
+endmodule

@@ -1,0 +1,11 @@
+// Engine-internal constants (not part of the host interface, so not in the generated tsr_pkg).
+package tsr_int_pkg;
+  // Destinations of read data, carried in the read request tag.
+  localparam logic [2:0] DEST_DESC  = 3'd0;  // descriptor words
+  localparam logic [2:0] DEST_A     = 3'd1;  // one A row into its row bank
+  localparam logic [2:0] DEST_B     = 3'd2;  // one B row (cols bytes) into the column banks
+  localparam logic [2:0] DEST_CIN   = 3'd3;  // one C_in row (cols int32)
+  localparam logic [2:0] DEST_BIAS  = 3'd4;  // bias for one column block
+  localparam logic [2:0] DEST_MULT  = 3'd5;  // requantization multipliers for one column block
+  localparam logic [2:0] DEST_SHIFT = 3'd6;  // requantization shifts for one column block
+endpackage

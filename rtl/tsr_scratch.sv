@@ -1,0 +1,169 @@
+// The scratchpads and the router that writes read data into them.
+//  - A: one bank per array row, two slots of k_max bytes, written a beat at a time and read a
+//    byte per cycle (each row at its own, skewed, address);
+//  - B: one byte-wide bank per array column, two slots of k_max entries, written a B row at a
+//    time and read per column at skewed addresses;
+//  - C_in: two slots of Rows rows of Cols int32, read one row per cycle by the epilogue;
+//  - per column block: bias, multipliers and shifts, two slots, in registers.
+// Shifts are range-checked as they arrive (ERR_PARAM names the first bad one).
+module tsr_scratch #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256,
+  parameter int unsigned AddrWidth = 32,
+  parameter int unsigned TagWidth = 20,
+  parameter int unsigned BeatsWidth = 16,
+  localparam int unsigned KW = $clog2(KMax),
+  localparam int unsigned RowW = $clog2(Rows)
+) (
+  input  logic                       clk_i,
+  input  logic                       rst_ni,
+  // read data
+  input  logic                       rsp_valid_i,
+  input  logic [AxiDataWidth-1:0]    rsp_data_i,
+  input  logic [TagWidth-1:0]        rsp_tag_i,
+  input  logic [BeatsWidth-1:0]      rsp_beat_i,
+  input  logic                       rsp_last_i,
+  input  logic [AddrWidth-1:0]       rsp_addr_i,
+  output logic [1:0]                 a_fill_o,
+  output logic [1:0]                 b_fill_o,
+  output logic [1:0]                 c_fill_o,
+  output logic                       desc_valid_o,
+  output logic                       perr_o,
+  output logic [AddrWidth-1:0]       perr_addr_o,
+  // array operand reads (data the next cycle)
+  input  logic [Rows-1:0]            a_rd_slot_i,
+  input  logic [Rows*KW-1:0]         a_rd_k_i,
+  output logic [Rows*8-1:0]          a_data_o,
+  input  logic [Cols-1:0]            b_rd_slot_i,
+  input  logic [Cols*KW-1:0]         b_rd_k_i,
+  output logic [Cols*8-1:0]          b_data_o,
+  // epilogue reads
+  input  logic                       cin_rd_slot_i,
+  input  logic [RowW-1:0]            cin_rd_row_i,
+  output logic [Cols*32-1:0]         cin_data_o,    // the next cycle
+  input  logic                       p_slot_i,
+  output logic [Cols*32-1:0]         bias_o,
+  output logic [Cols*32-1:0]         mult_o,
+  output logic [Cols*8-1:0]          shift_o
+);
+  localparam int unsigned BeatBytes = AxiDataWidth / 8;
+  localparam int unsigned BeatShift = $clog2(BeatBytes);
+  localparam int unsigned WordsPerSlot = KMax / BeatBytes;
+  localparam int unsigned AWordW = $clog2(WordsPerSlot);
+  localparam int unsigned IdxW = KW;
+  localparam int unsigned RowBits = Cols * 32;
+  localparam int unsigned CinBanks = (RowBits <= AxiDataWidth) ? 1 : RowBits / AxiDataWidth;
+  localparam int unsigned CinW = RowBits / CinBanks;
+
+  // Tag fields (see tsr_loader's tag()).
+  logic [2:0]           t_dest;
+  logic                 t_slot, t_last;
+  logic [IdxW-1:0]      t_idx;
+  logic [BeatShift-1:0] t_lane;
+  assign {t_dest, t_slot, t_idx, t_lane, t_last} = rsp_tag_i[3+1+IdxW+BeatShift+1-1:0];
+
+  // The beat moved down so the addressed segment starts at bit 0.
+  logic [AxiDataWidth-1:0] shifted;
+  assign shifted = rsp_data_i >> {t_lane, 3'b000};
+
+  logic is_a, is_b, is_cin, is_bias, is_mult, is_shift;
+  assign is_a     = rsp_valid_i && t_dest == tsr_int_pkg::DEST_A;
+  assign is_b     = rsp_valid_i && t_dest == tsr_int_pkg::DEST_B;
+  assign is_cin   = rsp_valid_i && t_dest == tsr_int_pkg::DEST_CIN;
+  assign is_bias  = rsp_valid_i && t_dest == tsr_int_pkg::DEST_BIAS;
+  assign is_mult  = rsp_valid_i && t_dest == tsr_int_pkg::DEST_MULT;
+  assign is_shift = rsp_valid_i && t_dest == tsr_int_pkg::DEST_SHIFT;
+  assign desc_valid_o = rsp_valid_i && t_dest == tsr_int_pkg::DEST_DESC;
+
+  always_comb begin
+    a_fill_o = '0;
+    b_fill_o = '0;
+    c_fill_o = '0;
+    if (rsp_valid_i && rsp_last_i && t_last) begin
+      a_fill_o[t_slot] = is_a;
+      b_fill_o[t_slot] = is_b;
+      c_fill_o[t_slot] = is_cin;
+    end
+  end
+
+  // ---------------------------------------------------------------- A banks
+  for (genvar i = 0; i < Rows; i++) begin : g_abank
+    logic [AxiDataWidth-1:0] mem [2*WordsPerSlot];
+    logic [AxiDataWidth-1:0] rdata_q;
+    logic [BeatShift-1:0]    byte_q;
+    logic [KW-1:0]           rk;
+    assign rk = a_rd_k_i[i*KW +: KW];
+    always_ff @(posedge clk_i) begin
+      if (is_a && t_idx == IdxW'(i)) mem[{t_slot, rsp_beat_i[AWordW-1:0]}] <= rsp_data_i;
+      rdata_q <= mem[{a_rd_slot_i[i], rk[KW-1:BeatShift]}];
+      byte_q  <= rk[BeatShift-1:0];
+    end
+    assign a_data_o[i*8 +: 8] = rdata_q[{byte_q, 3'b000} +: 8];
+  end
+
+  // ---------------------------------------------------------------- B banks
+  for (genvar j = 0; j < Cols; j++) begin : g_bbank
+    logic [7:0] mem [2*KMax];
+    logic [7:0] rdata_q;
+    always_ff @(posedge clk_i) begin
+      if (is_b) mem[{t_slot, t_idx[KW-1:0]}] <= shifted[j*8 +: 8];
+      rdata_q <= mem[{b_rd_slot_i[j], b_rd_k_i[j*KW +: KW]}];
+    end
+    assign b_data_o[j*8 +: 8] = rdata_q;
+  end
+
+  // ---------------------------------------------------------------- C_in
+  for (genvar b = 0; b < CinBanks; b++) begin : g_cin
+    logic [CinW-1:0] mem [2*Rows];
+    logic [CinW-1:0] rdata_q;
+    logic            we;
+    logic [CinW-1:0] wdata;
+    assign we    = is_cin && (CinBanks == 1 || rsp_beat_i == BeatsWidth'(b));
+    assign wdata = (CinBanks == 1) ? shifted[CinW-1:0] : rsp_data_i[CinW-1:0];
+    always_ff @(posedge clk_i) begin
+      if (we) mem[{t_slot, t_idx[RowW-1:0]}] <= wdata;
+      rdata_q <= mem[{cin_rd_slot_i, cin_rd_row_i}];
+    end
+    assign cin_data_o[b*CinW +: CinW] = rdata_q;
+  end
+
+  // ---------------------------------------------------------------- per column block tables
+  logic [RowBits-1:0] bias_q [2];
+  logic [RowBits-1:0] mult_q [2];
+  logic [Cols*8-1:0]  shift_q [2];
+  for (genvar b = 0; b < CinBanks; b++) begin : g_tables
+    logic [CinW-1:0] wdata;
+    logic            beat_hit;
+    assign beat_hit = CinBanks == 1 || rsp_beat_i == BeatsWidth'(b);
+    assign wdata    = (CinBanks == 1) ? shifted[CinW-1:0] : rsp_data_i[CinW-1:0];
+    always_ff @(posedge clk_i) begin
+      if (is_bias && beat_hit) bias_q[t_slot][b*CinW +: CinW] <= wdata;
+      if (is_mult && beat_hit) mult_q[t_slot][b*CinW +: CinW] <= wdata;
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    if (is_shift) shift_q[t_slot] <= shifted[Cols*8-1:0];
+  end
+  assign bias_o  = bias_q[p_slot_i];
+  assign mult_o  = mult_q[p_slot_i];
+  assign shift_o = shift_q[p_slot_i];
+
+  // Shift range check on arrival; t_idx holds the block's valid column count.
+  always_comb begin
+    perr_o      = 1'b0;
+    perr_addr_o = '0;
+    for (int j = Cols - 1; j >= 0; j--) begin
+      if (is_shift && IdxW'(j) < t_idx &&
+          ($signed(shifted[j*8 +: 8]) < $signed(8'(tsr_pkg::SHIFT_MIN)) ||
+           $signed(shifted[j*8 +: 8]) > $signed(8'(tsr_pkg::SHIFT_MAX)))) begin
+        perr_o      = 1'b1;
+        perr_addr_o = rsp_addr_i + AddrWidth'(t_lane) + AddrWidth'(j);
+      end
+    end
+  end
+
+  logic unused_rst;
+  assign unused_rst = rst_ni;
+endmodule

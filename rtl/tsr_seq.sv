@@ -1,0 +1,374 @@
+// Tile sequencer, operand skew, readout and epilogue.
+//
+// Tiles run column blocks outer, row blocks inner (the order the loaders fill slots in). A tile
+// starts once its A, B (and C_in) slots are full and the output FIFO has room for its rows; it
+// then streams K operand tokens, one per cycle, into a chain of registers. Stage s of the chain
+// addresses A bank s and B bank s, which gives the systolic skew without delaying operand bytes.
+// Because each PE keeps its finished sum in out_q while it starts the next one, tiles stream back
+// to back: a tile may start max(K, Rows, Cols) cycles after the previous one, and row r of a tile
+// is read Cols + 2 + r cycles after its last token, before the next tile overwrites it.
+module tsr_seq #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AddrWidth = 32,
+  localparam int unsigned KW = $clog2(KMax),
+  localparam int unsigned RowW = $clog2(Rows),
+  localparam int unsigned ColW = $clog2(Cols)
+) (
+  input  logic                    clk_i,
+  input  logic                    rst_ni,
+  input  logic                    clear_i,
+  input  logic                    abort_i,
+  // the GEMM
+  input  logic                    start_i,
+  input  logic [15:0]             m_i,
+  input  logic [15:0]             n_i,
+  input  logic [KW:0]             k_i,
+  input  logic                    acc_i,
+  input  logic                    bias_en_i,
+  input  logic                    int8_i,
+  input  logic [AddrWidth-1:0]    c_addr_i,
+  input  logic [AddrWidth-1:0]    ldc_i,
+  input  logic [7:0]              out_zp_i,
+  input  logic [7:0]              act_min_i,
+  input  logic [7:0]              act_max_i,
+  // slots
+  input  logic [1:0]              a_full_i,
+  input  logic [1:0]              b_full_i,
+  input  logic [1:0]              c_full_i,
+  output logic [1:0]              a_rel_o,
+  output logic [1:0]              b_rel_o,
+  output logic [1:0]              c_rel_o,
+  output logic [1:0]              p_rel_o,
+  // scratchpad operand reads
+  output logic [Rows-1:0]         a_rd_slot_o,
+  output logic [Rows*KW-1:0]      a_rd_k_o,
+  output logic [Cols-1:0]         b_rd_slot_o,
+  output logic [Cols*KW-1:0]      b_rd_k_o,
+  // the array
+  output logic [Rows-1:0]         row_valid_o,
+  output logic [Rows-1:0]         row_first_o,
+  output logic [Rows-1:0]         row_last_o,
+  input  logic [Rows*Cols*32-1:0] arr_out_i,
+  // epilogue operands
+  output logic                    cin_rd_slot_o,
+  output logic [RowW-1:0]         cin_rd_row_o,
+  input  logic [Cols*32-1:0]      cin_data_i,
+  output logic                    p_slot_o,
+  input  logic [Cols*32-1:0]      bias_i,
+  input  logic [Cols*32-1:0]      mult_i,
+  input  logic [Cols*8-1:0]       shift_i,
+  // finished rows to the store unit
+  output logic                    out_valid_o,
+  output logic [Cols*32-1:0]      out_data_o,
+  output logic [AddrWidth-1:0]    out_addr_o,
+  output logic [ColW:0]           out_cols_o,
+  input  logic                    out_pop_i,   // the store unit freed one row of its FIFO
+  output logic                    stall_o,
+  output logic                    done_o
+);
+  localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
+  localparam int unsigned Credits = 2 * Rows;   // the store unit's FIFO depth
+  localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
+  localparam int unsigned RowShift = RowW;
+
+  // ---------------------------------------------------------------- tile walk
+  logic        running_q, running_d;
+  logic        tile_q, tile_d;                         // tile parity: A and C_in slot
+  logic [15:0] cols_blk_q, cols_blk_d;                 // column block index: B slot parity
+  logic [15:0] rows_left_q, rows_left_d, cols_left_q, cols_left_d;
+  logic [AddrWidth-1:0] c_col_q, c_col_d, c_tile_q, c_tile_d;
+  logic        streaming_q, streaming_d;
+  logic [KW:0] k_q, k_d;
+  logic [KW:0] gap_q, gap_d;
+  logic [$clog2(Credits):0] credits_q, credits_d;
+  logic        cur_bslot, cur_nblast, cur_final;
+  logic [RowW:0] cur_vr;
+  logic [ColW:0] cur_vc;
+  logic        can_start, start_tile, emit, tiles_left;
+  logic [KW:0] emit_k;
+  logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
+
+  assign cur_bslot  = cols_blk_q[0];
+  assign cur_vr     = (rows_left_q < 16'(Rows)) ? (RowW+1)'(rows_left_q) : (RowW+1)'(Rows);
+  assign cur_vc     = (cols_left_q < 16'(Cols)) ? (ColW+1)'(cols_left_q) : (ColW+1)'(Cols);
+  assign cur_nblast = rows_left_q <= 16'(Rows);
+  assign cur_final  = cur_nblast && cols_left_q <= 16'(Cols);
+  assign tiles_left = running_q && cols_left_q != '0;
+
+
+  // Tile info for the readout: {vr, vc, c address, cslot, pslot, nblast, final}
+  localparam int unsigned InfoW = (RowW + 1) + (ColW + 1) + AddrWidth + 4;
+  logic [InfoW-1:0] info_in, info_out;
+  logic info_full, info_empty, info_pop;
+  logic [2:0] info_count;
+
+  assign can_start  = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
+                      a_full_i[tile_q] && b_full_i[cur_bslot] && (!acc_i || c_full_i[tile_q]) &&
+                      credits_q >= ($clog2(Credits)+1)'(cur_vr) && !info_full;
+  assign start_tile = can_start;
+  assign emit       = start_tile || streaming_q;
+  assign emit_k     = start_tile ? '0 : k_q;
+  assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
+
+  always_comb begin
+    running_d   = running_q;
+    tile_d      = tile_q;
+    rows_left_d = rows_left_q;
+    cols_left_d = cols_left_q;
+    cols_blk_d  = cols_blk_q;
+    c_col_d     = c_col_q;
+    c_tile_d    = c_tile_q;
+    streaming_d = streaming_q;
+    k_d         = k_q;
+    gap_d       = (gap_q != '0) ? gap_q - 1'b1 : gap_q;
+    credits_d   = credits_q + ($clog2(Credits)+1)'(out_pop_i);
+
+    if (streaming_q) begin
+      k_d = k_q + 1'b1;
+      if (k_q == k_i - 1'b1) streaming_d = 1'b0;
+    end
+    if (start_tile) begin
+      // The first token goes out now; a tile with K = 1 has no more.
+      streaming_d = k_i != (KW+1)'(1);
+      k_d         = (KW+1)'(1);
+      gap_d       = ((k_i > (KW+1)'(GapMax)) ? k_i : (KW+1)'(GapMax)) - 1'b1;
+      credits_d   = credits_d - ($clog2(Credits)+1)'(cur_vr);
+      tile_d      = !tile_q;
+      if (cur_nblast) begin
+        rows_left_d = m_i;
+        cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
+        cols_blk_d  = cols_blk_q + 1'b1;
+        c_col_d     = c_col_q + (int8_i ? AddrWidth'(Cols) : AddrWidth'(Cols * 4));
+        c_tile_d    = c_col_d;
+      end else begin
+        rows_left_d = rows_left_q - 16'(Rows);
+        c_tile_d    = c_tile_q + (ldc_i << RowShift);
+      end
+    end
+    if (start_i) begin
+      running_d   = 1'b1;
+      tile_d      = 1'b0;
+      rows_left_d = m_i;
+      cols_left_d = n_i;
+      cols_blk_d  = '0;
+      c_col_d     = c_addr_i;
+      c_tile_d    = c_addr_i;
+      streaming_d = 1'b0;
+      gap_d       = '0;
+      credits_d   = ($clog2(Credits)+1)'(Credits);
+    end
+    if (done_o) running_d = 1'b0;
+    if (clear_i) begin
+      running_d   = 1'b0;
+      streaming_d = 1'b0;
+      gap_d       = '0;
+    end
+  end
+
+  assign stall_o = tiles_left && !emit && gap_q == '0;
+
+  // ---------------------------------------------------------------- operand token chain
+  logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_aslot_q, tok_bslot_q, tok_nblast_q;
+  logic [Chain*KW-1:0] tok_k_q;
+
+  // The slot and block flags of the tile being streamed are held from its start.
+  logic str_aslot_q, str_bslot_q, str_nblast_q;
+  assign tok_aslot_d  = start_tile ? tile_q : str_aslot_q;
+  assign tok_bslot_d  = start_tile ? cur_bslot : str_bslot_q;
+  assign tok_nblast_d = start_tile ? cur_nblast : str_nblast_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      tok_valid_q <= '0;
+    end else if (clear_i) begin
+      tok_valid_q <= '0;
+    end else begin
+      tok_valid_q <= {tok_valid_q[Chain-2:0], emit};
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    tok_first_q  <= {tok_first_q[Chain-2:0], emit_k == '0};
+    tok_last_q   <= {tok_last_q[Chain-2:0], emit_k == k_i - 1'b1};
+    tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
+    tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
+    tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
+    tok_k_q      <= {tok_k_q[(Chain-1)*KW-1:0], emit_k[KW-1:0]};
+    if (start_tile) begin
+      str_aslot_q  <= tile_q;
+      str_bslot_q  <= cur_bslot;
+      str_nblast_q <= cur_nblast;
+    end
+  end
+
+  for (genvar i = 0; i < Rows; i++) begin : g_arow
+    logic v_q, f_q, l_q;
+    assign a_rd_slot_o[i]         = tok_aslot_q[i];
+    assign a_rd_k_o[i*KW +: KW]   = tok_k_q[i*KW +: KW];
+    // Row flags reach the array with the bank's data, one cycle after the read.
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) v_q <= 1'b0;
+      else if (clear_i) v_q <= 1'b0;
+      else v_q <= tok_valid_q[i];
+    end
+    always_ff @(posedge clk_i) begin
+      f_q <= tok_first_q[i];
+      l_q <= tok_last_q[i];
+    end
+    assign row_valid_o[i] = v_q;
+    assign row_first_o[i] = f_q;
+    assign row_last_o[i]  = l_q;
+  end
+  for (genvar j = 0; j < Cols; j++) begin : g_bcol
+    assign b_rd_slot_o[j]       = tok_bslot_q[j];
+    assign b_rd_k_o[j*KW +: KW] = tok_k_q[j*KW +: KW];
+  end
+
+  always_comb begin
+    a_rel_o = '0;
+    b_rel_o = '0;
+    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1];
+    b_rel_o[tok_bslot_q[Cols-1]] = tok_valid_q[Cols-1] && tok_last_q[Cols-1] && tok_nblast_q[Cols-1];
+  end
+
+  // ---------------------------------------------------------------- readout
+  tsr_fifo #(.Width(InfoW), .Depth(4)) u_info (
+    .clk_i, .rst_ni, .clear_i,
+    .push_i (start_tile),
+    .data_i (info_in),
+    .full_o (info_full),
+    .pop_i  (info_pop),
+    .data_o (info_out),
+    .empty_o(info_empty),
+    .count_o(info_count)
+  );
+
+  logic ro_start, ro_active_q, ro_active_d, ro_on;
+  logic [RowW-1:0] ro_row_q, ro_row_d, ro_row;
+  logic [InfoW-1:0] ro_info_q, ro_info_d, ro_info;
+  logic [AddrWidth-1:0] ro_addr_q, ro_addr_d, ro_addr;
+  logic [RowW:0] ro_vr;
+  logic [ColW:0] ro_vc;
+  logic [AddrWidth-1:0] ro_tile_addr;
+  logic ro_cslot, ro_pslot, ro_nblast, ro_final;
+
+  assign ro_start = tok_valid_q[Cols+2] && tok_last_q[Cols+2];
+  assign info_pop = ro_start;
+  assign ro_on    = ro_start || ro_active_q;
+  assign ro_row   = ro_start ? '0 : ro_row_q;
+  assign ro_info  = ro_start ? info_out : ro_info_q;
+  assign {ro_vr, ro_vc, ro_tile_addr, ro_cslot, ro_pslot, ro_nblast, ro_final} = ro_info;
+  assign ro_addr  = ro_start ? ro_tile_addr : ro_addr_q;
+
+  always_comb begin
+    ro_active_d = ro_active_q;
+    ro_row_d    = ro_row_q;
+    ro_info_d   = ro_info;
+    ro_addr_d   = ro_addr + ldc_i;
+    if (ro_on) begin
+      ro_active_d = ro_row != RowW'(Rows - 1);
+      ro_row_d    = ro_row + 1'b1;
+    end
+    if (clear_i) ro_active_d = 1'b0;
+  end
+
+  assign cin_rd_slot_o = ro_cslot;
+  assign cin_rd_row_o  = ro_row;
+
+  // Epilogue stage 0: the selected row of finished sums and its metadata.
+  // meta: {store, addr, cols, release, nblast, cslot, pslot, final}
+  localparam int unsigned MetaW = 1 + AddrWidth + (ColW + 1) + 5;
+  logic              e_valid_q;
+  logic [Cols*32-1:0] e_sum_q;
+  logic [MetaW-1:0]   e_meta_q, x_meta;
+  logic              x_valid;
+  logic [Cols*32-1:0] x_data;
+  logic              x_store, x_rel, x_nblast, x_cslot, x_pslot, x_final;
+  logic [AddrWidth-1:0] x_addr;
+  logic [ColW:0]     x_cols;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) e_valid_q <= 1'b0;
+    else if (clear_i) e_valid_q <= 1'b0;
+    else e_valid_q <= ro_on;
+  end
+  always_ff @(posedge clk_i) begin
+    e_sum_q  <= arr_out_i[ro_row*Cols*32 +: Cols*32];
+    e_meta_q <= {(RowW+1)'(ro_row) < ro_vr, ro_addr, ro_vc, ro_row == RowW'(Rows - 1),
+                 ro_nblast, ro_cslot, ro_pslot, ro_final};
+  end
+  assign p_slot_o = e_meta_q[1];
+
+  tsr_epilogue #(.Cols(Cols), .MetaWidth(MetaW)) u_epilogue (
+    .clk_i, .rst_ni, .clear_i,
+    .valid_i  (e_valid_q),
+    .meta_i   (e_meta_q),
+    .sum_i    (e_sum_q),
+    .cin_i    (cin_data_i),
+    .bias_i   (bias_i),
+    .mult_i   (mult_i),
+    .shift_i  (shift_i),
+    .acc_en_i (acc_i),
+    .bias_en_i(bias_en_i),
+    .int8_i   (int8_i),
+    .out_zp_i (out_zp_i),
+    .act_min_i(act_min_i),
+    .act_max_i(act_max_i),
+    .valid_o  (x_valid),
+    .meta_o   (x_meta),
+    .data_o   (x_data)
+  );
+
+  assign {x_store, x_addr, x_cols, x_rel, x_nblast, x_cslot, x_pslot, x_final} = x_meta;
+  assign out_valid_o = x_valid && x_store;
+  assign out_data_o  = x_data;
+  assign out_addr_o  = x_addr;
+  assign out_cols_o  = x_cols;
+
+  logic done_q, done_d;
+  always_comb begin
+    c_rel_o = '0;
+    p_rel_o = '0;
+    c_rel_o[x_cslot] = x_valid && x_rel && acc_i;
+    p_rel_o[x_pslot] = x_valid && x_rel && x_nblast;
+    done_d = done_q;
+    if (x_valid && x_rel && x_final) done_d = 1'b1;
+    if (start_i || clear_i) done_d = 1'b0;
+  end
+  assign done_o = done_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      running_q   <= 1'b0;
+      streaming_q <= 1'b0;
+      gap_q       <= '0;
+      credits_q   <= '0;
+      ro_active_q <= 1'b0;
+      done_q      <= 1'b0;
+    end else begin
+      running_q   <= running_d;
+      streaming_q <= streaming_d;
+      gap_q       <= gap_d;
+      credits_q   <= credits_d;
+      ro_active_q <= ro_active_d;
+      done_q      <= done_d;
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    tile_q      <= tile_d;
+    rows_left_q <= rows_left_d;
+    cols_left_q <= cols_left_d;
+    cols_blk_q  <= cols_blk_d;
+    c_col_q     <= c_col_d;
+    c_tile_q    <= c_tile_d;
+    k_q         <= k_d;
+    ro_row_q    <= ro_row_d;
+    ro_info_q   <= ro_info_d;
+    ro_addr_q   <= ro_addr_d;
+  end
+
+  logic unused_info;
+  assign unused_info = ^info_count ^ info_empty ^ x_rel ^ tok_first_q[Chain-1] ^
+                       ^tok_k_q[Chain*KW-1:GapMax*KW];
+endmodule

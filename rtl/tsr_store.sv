@@ -1,0 +1,186 @@
+// Store unit: buffers finished rows (2 x Rows deep, which the sequencer's credits never overrun)
+// and writes each as one AXI4 INCR burst. A row segment is Cols x (1 or 4) bytes at an address
+// that is a multiple of its size, so it never crosses a 4 KB boundary; bytes past N are masked
+// with WSTRB. Bursts in flight are bounded by MaxWrites; a failing response reports its address.
+module tsr_store #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned AxiDataWidth = 256,
+  parameter int unsigned AddrWidth = 32,
+  parameter int unsigned MaxWrites = 16,
+  localparam int unsigned ColW = $clog2(Cols)
+) (
+  input  logic                      clk_i,
+  input  logic                      rst_ni,
+  input  logic                      clear_i,
+  input  logic                      abort_i,    // finish the burst in progress, start no more
+  input  logic                      int8_i,
+  // rows
+  input  logic                      in_valid_i,
+  input  logic [Cols*32-1:0]        in_data_i,
+  input  logic [AddrWidth-1:0]      in_addr_i,
+  input  logic [ColW:0]             in_cols_i,
+  output logic                      pop_o,      // a row left the buffer
+  output logic                      idle_o,     // nothing buffered or in flight
+  output logic                      quiet_o,    // no burst in progress or awaiting a response
+  output logic                      err_o,
+  output logic [AddrWidth-1:0]      err_addr_o,
+  output logic [$clog2(AxiDataWidth/8):0] wbytes_o,  // bytes written this cycle
+  // AXI4 AW/W/B
+  output logic                      m_awvalid_o,
+  input  logic                      m_awready_i,
+  output logic [AddrWidth-1:0]      m_awaddr_o,
+  output logic [7:0]                m_awlen_o,
+  output logic [2:0]                m_awsize_o,
+  output logic [1:0]                m_awburst_o,
+  output logic                      m_wvalid_o,
+  input  logic                      m_wready_i,
+  output logic [AxiDataWidth-1:0]   m_wdata_o,
+  output logic [AxiDataWidth/8-1:0] m_wstrb_o,
+  output logic                      m_wlast_o,
+  input  logic                      m_bvalid_i,
+  output logic                      m_bready_o,
+  input  logic [1:0]                m_bresp_i
+);
+  localparam int unsigned BeatBytes = AxiDataWidth / 8;
+  localparam int unsigned BeatShift = $clog2(BeatBytes);
+  localparam int unsigned BufBytes = (Cols * 4 > BeatBytes) ? Cols * 4 : BeatBytes;
+  localparam int unsigned BufBeats = BufBytes / BeatBytes;
+  localparam int unsigned BeatW = (BufBeats > 1) ? $clog2(BufBeats) : 1;
+  localparam int unsigned EntryW = Cols * 32 + AddrWidth + ColW + 1;
+  localparam int unsigned Depth = 2 * Rows;
+
+  logic [EntryW-1:0] fifo_out;
+  logic fifo_empty, fifo_full, take;
+  logic [$clog2(Depth):0] fifo_count;
+  logic [Cols*32-1:0] e_data;
+  logic [AddrWidth-1:0] e_addr;
+  logic [ColW:0] e_cols;
+
+  tsr_fifo #(.Width(EntryW), .Depth(Depth)) u_rows (
+    .clk_i, .rst_ni, .clear_i,
+    .push_i (in_valid_i),
+    .data_i ({in_data_i, in_addr_i, in_cols_i}),
+    .full_o (fifo_full),
+    .pop_i  (take),
+    .data_o (fifo_out),
+    .empty_o(fifo_empty),
+    .count_o(fifo_count)
+  );
+  assign {e_data, e_addr, e_cols} = fifo_out;
+  assign pop_o = take;
+
+  // The row laid out as it sits in memory from its first beat on.
+  logic [BeatShift-1:0] lane;
+  logic [BufBytes*8-1:0] buf_data;
+  logic [BufBytes-1:0]   buf_strb;
+  logic [$clog2(BufBytes):0] nbytes;
+  logic [BeatW:0] nbeats;
+  assign lane     = e_addr[BeatShift-1:0];
+  assign nbytes   = int8_i ? ($clog2(BufBytes)+1)'(e_cols) : ($clog2(BufBytes)+1)'({e_cols, 2'b00});
+  assign buf_data = (BufBytes*8)'(int8_i ? (BufBytes*8)'(e_data[Cols*8-1:0]) : (BufBytes*8)'(e_data)) << {lane, 3'b000};
+  assign buf_strb = ~({BufBytes{1'b1}} << nbytes) << lane;
+  assign nbeats   = (BeatW+1)'((($clog2(BufBytes)+1)'(lane) + nbytes + ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
+
+  logic busy_q, busy_d, aw_done_q, aw_done_d;
+  logic [BufBytes*8-1:0] data_q, data_d;
+  logic [BufBytes-1:0]   strb_q, strb_d;
+  logic [AddrWidth-1:0]  addr_q, addr_d;
+  logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d;
+  logic aw_fire, w_fire, out_full, out_empty;
+  logic [AddrWidth-1:0] out_addr;
+  logic [$clog2(MaxWrites):0] out_count;
+  logic err_q, err_d;
+  logic [AddrWidth-1:0] err_addr_q, err_addr_d;
+
+  assign take        = !busy_q && !fifo_empty && !abort_i;
+  assign m_awvalid_o = busy_q && !aw_done_q && !out_full;
+  assign m_awaddr_o  = addr_q;
+  assign m_awlen_o   = 8'(beats_q) - 8'd1;
+  assign m_awsize_o  = 3'(BeatShift);
+  assign m_awburst_o = 2'b01;
+  assign m_wvalid_o  = busy_q && beat_q != beats_q;
+  assign m_wdata_o   = data_q[beat_q[BeatW-1:0]*AxiDataWidth +: AxiDataWidth];
+  assign m_wstrb_o   = strb_q[beat_q[BeatW-1:0]*BeatBytes +: BeatBytes];
+  assign m_wlast_o   = beat_q == beats_q - 1'b1;
+  assign aw_fire     = m_awvalid_o && m_awready_i;
+  assign w_fire      = m_wvalid_o && m_wready_i;
+
+  always_comb begin
+    wbytes_o = '0;
+    for (int b = 0; b < BeatBytes; b++) wbytes_o += ($clog2(BeatBytes)+1)'(w_fire && m_wstrb_o[b]);
+  end
+
+  always_comb begin
+    busy_d    = busy_q;
+    aw_done_d = aw_done_q || aw_fire;
+    data_d    = data_q;
+    strb_d    = strb_q;
+    addr_d    = addr_q;
+    beats_d   = beats_q;
+    beat_d    = beat_q + (BeatW+1)'(w_fire);
+    if (busy_q && aw_done_d && beat_d == beats_q) busy_d = 1'b0;
+    if (take) begin
+      busy_d    = 1'b1;
+      aw_done_d = 1'b0;
+      data_d    = buf_data;
+      strb_d    = buf_strb;
+      addr_d    = {e_addr[AddrWidth-1:BeatShift], {BeatShift{1'b0}}};
+      beats_d   = nbeats;
+      beat_d    = '0;
+    end
+    if (clear_i) busy_d = 1'b0;
+  end
+
+  // Addresses of bursts awaiting their write response, for error reports.
+  tsr_fifo #(.Width(AddrWidth), .Depth(MaxWrites)) u_outstanding (
+    .clk_i, .rst_ni, .clear_i,
+    .push_i (aw_fire),
+    .data_i (addr_q),
+    .full_o (out_full),
+    .pop_i  (m_bvalid_i),
+    .data_o (out_addr),
+    .empty_o(out_empty),
+    .count_o(out_count)
+  );
+  assign m_bready_o = 1'b1;
+
+  always_comb begin
+    err_d      = err_q;
+    err_addr_d = err_addr_q;
+    if (m_bvalid_i && m_bresp_i[1] && !err_q) begin
+      err_d      = 1'b1;
+      err_addr_d = out_addr;
+    end
+    if (clear_i) err_d = 1'b0;
+  end
+  assign err_o      = err_q;
+  assign err_addr_o = err_addr_q;
+  assign idle_o     = fifo_empty && !busy_q && out_empty;
+  assign quiet_o    = !busy_q && out_empty;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q     <= 1'b0;
+      aw_done_q  <= 1'b0;
+      beat_q     <= '0;
+      err_q      <= 1'b0;
+      err_addr_q <= '0;
+    end else begin
+      busy_q     <= busy_d;
+      aw_done_q  <= aw_done_d;
+      beat_q     <= beat_d;
+      err_q      <= err_d;
+      err_addr_q <= err_addr_d;
+    end
+  end
+  always_ff @(posedge clk_i) begin
+    data_q  <= data_d;
+    strb_q  <= strb_d;
+    addr_q  <= addr_d;
+    beats_q <= beats_d;
+  end
+
+  logic unused_store;
+  assign unused_store = fifo_full ^ ^fifo_count ^ ^out_count ^ m_bresp_i[0];
+endmodule

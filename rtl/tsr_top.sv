@@ -1,0 +1,269 @@
+// Tessera matrix engine top: AXI4-Lite CSR slave, AXI4 master to device memory, one interrupt.
+//
+//   ring in memory --> ctrl (fetch, check, complete) --> loader --> axi_rd --> scratch
+//                                                                     |          |
+//                      store <-- seq (tiles, skew, readout, epilogue) <-- array <-'
+//
+// Single-ID AXI: read data returns in order; every beat is accepted as it comes.
+module tsr_top #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256,
+  parameter int unsigned MaxReads = 16,
+  parameter int unsigned MaxWrites = 16,
+  parameter int unsigned AddrWidth = 32
+) (
+  input  logic                      clk_i,
+  input  logic                      rst_ni,
+  // AXI4-Lite slave: control and status registers
+  input  logic                      s_axil_awvalid_i,
+  output logic                      s_axil_awready_o,
+  input  logic [11:0]               s_axil_awaddr_i,
+  input  logic                      s_axil_wvalid_i,
+  output logic                      s_axil_wready_o,
+  input  logic [31:0]               s_axil_wdata_i,
+  input  logic [3:0]                s_axil_wstrb_i,
+  output logic                      s_axil_bvalid_o,
+  input  logic                      s_axil_bready_i,
+  output logic [1:0]                s_axil_bresp_o,
+  input  logic                      s_axil_arvalid_i,
+  output logic                      s_axil_arready_o,
+  input  logic [11:0]               s_axil_araddr_i,
+  output logic                      s_axil_rvalid_o,
+  input  logic                      s_axil_rready_i,
+  output logic [31:0]               s_axil_rdata_o,
+  output logic [1:0]                s_axil_rresp_o,
+  // AXI4 master: device memory
+  output logic                      m_axi_arvalid_o,
+  input  logic                      m_axi_arready_i,
+  output logic [AddrWidth-1:0]      m_axi_araddr_o,
+  output logic [7:0]                m_axi_arlen_o,
+  output logic [2:0]                m_axi_arsize_o,
+  output logic [1:0]                m_axi_arburst_o,
+  input  logic                      m_axi_rvalid_i,
+  output logic                      m_axi_rready_o,
+  input  logic [AxiDataWidth-1:0]   m_axi_rdata_i,
+  input  logic [1:0]                m_axi_rresp_i,
+  input  logic                      m_axi_rlast_i,
+  output logic                      m_axi_awvalid_o,
+  input  logic                      m_axi_awready_i,
+  output logic [AddrWidth-1:0]      m_axi_awaddr_o,
+  output logic [7:0]                m_axi_awlen_o,
+  output logic [2:0]                m_axi_awsize_o,
+  output logic [1:0]                m_axi_awburst_o,
+  output logic                      m_axi_wvalid_o,
+  input  logic                      m_axi_wready_i,
+  output logic [AxiDataWidth-1:0]   m_axi_wdata_o,
+  output logic [AxiDataWidth/8-1:0] m_axi_wstrb_o,
+  output logic                      m_axi_wlast_o,
+  input  logic                      m_axi_bvalid_i,
+  output logic                      m_axi_bready_o,
+  input  logic [1:0]                m_axi_bresp_i,
+  output logic                      irq_o
+);
+  localparam int unsigned KW = $clog2(KMax);
+  localparam int unsigned BeatShift = $clog2(AxiDataWidth / 8);
+  localparam int unsigned TagWidth = 3 + 1 + KW + BeatShift + 1;
+  localparam int unsigned BeatsWidth = 16;
+  localparam int unsigned RowW = $clog2(Rows);
+  localparam int unsigned ColW = $clog2(Cols);
+
+  // CSR <-> ctrl
+  logic enable, soft_reset, clear, irq_done, irq_error;
+  logic [63:0] ring_base, err_addr;
+  logic [31:0] ring_size, ring_tail, err_desc, ring_head, completed, last_tag;
+  logic [2:0] status;
+  logic [7:0] err_code;
+  logic [5*64-1:0] counters;
+
+  // descriptor fields
+  logic start, abort, acc, bias_en, int8;
+  logic [15:0] m, n;
+  logic [KW:0] k;
+  logic [AddrWidth-1:0] a_addr, b_addr, c_addr, cin_addr, bias_addr, mult_addr, shift_addr;
+  logic [AddrWidth-1:0] lda, ldb, ldc, ldcin;
+  logic [7:0] out_zp, act_min, act_max;
+
+  // read path
+  logic desc_req_valid, desc_req_ready;
+  logic [AddrWidth-1:0] desc_req_addr;
+  logic req_valid, req_ready;
+  logic [AddrWidth-1:0] req_addr;
+  logic [BeatsWidth-1:0] req_beats;
+  logic [TagWidth-1:0] req_tag;
+  logic rsp_valid, rsp_last, rd_err, rd_idle, desc_valid;
+  logic [AxiDataWidth-1:0] rsp_data;
+  logic [TagWidth-1:0] rsp_tag;
+  logic [BeatsWidth-1:0] rsp_beat;
+  logic [AddrWidth-1:0] rsp_addr, rd_err_addr;
+
+  // slots
+  logic [1:0] a_fill, b_fill, c_fill, a_rel, b_rel, c_rel, p_rel, a_full, b_full, c_full, p_full;
+
+  // scratchpad <-> sequencer <-> array
+  logic [Rows-1:0] a_rd_slot, row_valid, row_first, row_last;
+  logic [Rows*KW-1:0] a_rd_k;
+  logic [Cols-1:0] b_rd_slot;
+  logic [Cols*KW-1:0] b_rd_k;
+  logic [Rows*8-1:0] a_data;
+  logic [Cols*8-1:0] b_data, shift;
+  logic [Rows*Cols*32-1:0] arr_out;
+  logic cin_rd_slot, p_slot;
+  logic [RowW-1:0] cin_rd_row;
+  logic [Cols*32-1:0] cin_data, bias, mult;
+  logic perr, stall, gemm_done;
+  logic [AddrWidth-1:0] perr_addr;
+
+  // store
+  logic out_valid, out_pop, store_idle, store_quiet, wr_err;
+  logic [Cols*32-1:0] out_data;
+  logic [AddrWidth-1:0] out_addr, wr_err_addr;
+  logic [ColW:0] out_cols;
+  logic [BeatShift:0] wr_bytes;
+
+  tsr_csr #(
+    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads),
+    .AddrWidth(AddrWidth), .NumCounters(5)
+  ) u_csr (
+    .clk_i, .rst_ni,
+    .s_awvalid_i (s_axil_awvalid_i), .s_awready_o(s_axil_awready_o), .s_awaddr_i(s_axil_awaddr_i),
+    .s_wvalid_i  (s_axil_wvalid_i),  .s_wready_o (s_axil_wready_o),  .s_wdata_i (s_axil_wdata_i),
+    .s_wstrb_i   (s_axil_wstrb_i),
+    .s_bvalid_o  (s_axil_bvalid_o),  .s_bready_i (s_axil_bready_i),  .s_bresp_o (s_axil_bresp_o),
+    .s_arvalid_i (s_axil_arvalid_i), .s_arready_o(s_axil_arready_o), .s_araddr_i(s_axil_araddr_i),
+    .s_rvalid_o  (s_axil_rvalid_o),  .s_rready_i (s_axil_rready_i),  .s_rdata_o (s_axil_rdata_o),
+    .s_rresp_o   (s_axil_rresp_o),
+    .enable_o    (enable),
+    .soft_reset_o(soft_reset),
+    .ring_base_o (ring_base),
+    .ring_size_o (ring_size),
+    .ring_tail_o (ring_tail),
+    .clear_i     (clear),
+    .status_i    (status),
+    .irq_done_i  (irq_done),
+    .irq_error_i (irq_error),
+    .err_code_i  (err_code),
+    .err_addr_i  (err_addr),
+    .err_desc_i  (err_desc),
+    .ring_head_i (ring_head),
+    .completed_i (completed),
+    .last_tag_i  (last_tag),
+    .counters_i  (counters),
+    .irq_o
+  );
+
+  tsr_ctrl #(
+    .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth), .BeatsWidth(BeatsWidth)
+  ) u_ctrl (
+    .clk_i, .rst_ni,
+    .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
+    .ring_size_i(ring_size), .ring_tail_i(ring_tail),
+    .clear_o(clear), .status_o(status), .irq_done_o(irq_done), .irq_error_o(irq_error),
+    .err_code_o(err_code), .err_addr_o(err_addr), .err_desc_o(err_desc),
+    .ring_head_o(ring_head), .completed_o(completed), .last_tag_o(last_tag),
+    .counters_o(counters),
+    .desc_req_valid_o(desc_req_valid), .desc_req_ready_i(desc_req_ready),
+    .desc_req_addr_o(desc_req_addr),
+    .desc_beat_valid_i(desc_valid), .desc_beat_data_i(rsp_data), .desc_beat_idx_i(rsp_beat),
+    .desc_beat_last_i(rsp_last),
+    .abort_o(abort), .start_o(start), .m_o(m), .n_o(n), .k_o(k),
+    .acc_o(acc), .bias_o(bias_en), .int8_o(int8),
+    .a_addr_o(a_addr), .b_addr_o(b_addr), .c_addr_o(c_addr), .cin_addr_o(cin_addr),
+    .bias_addr_o(bias_addr), .mult_addr_o(mult_addr), .shift_addr_o(shift_addr),
+    .lda_o(lda), .ldb_o(ldb), .ldc_o(ldc), .ldcin_o(ldcin),
+    .out_zp_o(out_zp), .act_min_o(act_min), .act_max_o(act_max),
+    .gemm_done_i(gemm_done), .store_idle_i(store_idle), .store_quiet_i(store_quiet),
+    .rd_idle_i(rd_idle),
+    .rd_err_i(rd_err), .rd_err_addr_i(rd_err_addr), .wr_err_i(wr_err), .wr_err_addr_i(wr_err_addr),
+    .param_err_i(perr), .param_err_addr_i(perr_addr),
+    .stall_i(stall), .rd_beat_i(rsp_valid), .wr_bytes_i(wr_bytes)
+  );
+
+  tsr_loader #(
+    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
+    .TagWidth(TagWidth), .BeatsWidth(BeatsWidth)
+  ) u_loader (
+    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
+    .start_i(start), .m_i(m), .n_i(n), .k_i(k), .acc_i(acc), .bias_i(bias_en), .int8_i(int8),
+    .a_addr_i(a_addr), .b_addr_i(b_addr), .cin_addr_i(cin_addr), .bias_addr_i(bias_addr),
+    .mult_addr_i(mult_addr), .shift_addr_i(shift_addr), .lda_i(lda), .ldb_i(ldb), .ldcin_i(ldcin),
+    .desc_req_valid_i(desc_req_valid), .desc_req_ready_o(desc_req_ready),
+    .desc_req_addr_i(desc_req_addr),
+    .a_fill_i(a_fill), .b_fill_i(b_fill), .c_fill_i(c_fill),
+    .a_rel_i(a_rel), .b_rel_i(b_rel), .c_rel_i(c_rel), .p_rel_i(p_rel),
+    .a_full_o(a_full), .b_full_o(b_full), .c_full_o(c_full), .p_full_o(p_full),
+    .req_valid_o(req_valid), .req_ready_i(req_ready), .req_addr_o(req_addr),
+    .req_beats_o(req_beats), .req_tag_o(req_tag)
+  );
+
+  tsr_axi_rd #(
+    .AddrWidth(AddrWidth), .DataWidth(AxiDataWidth), .TagWidth(TagWidth), .MaxReads(MaxReads),
+    .BeatsWidth(BeatsWidth)
+  ) u_axi_rd (
+    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
+    .req_valid_i(req_valid), .req_ready_o(req_ready), .req_addr_i(req_addr),
+    .req_beats_i(req_beats), .req_tag_i(req_tag),
+    .rsp_valid_o(rsp_valid), .rsp_data_o(rsp_data), .rsp_tag_o(rsp_tag), .rsp_beat_o(rsp_beat),
+    .rsp_last_o(rsp_last), .rsp_addr_o(rsp_addr),
+    .err_o(rd_err), .err_addr_o(rd_err_addr), .idle_o(rd_idle),
+    .m_arvalid_o(m_axi_arvalid_o), .m_arready_i(m_axi_arready_i), .m_araddr_o(m_axi_araddr_o),
+    .m_arlen_o(m_axi_arlen_o), .m_arsize_o(m_axi_arsize_o), .m_arburst_o(m_axi_arburst_o),
+    .m_rvalid_i(m_axi_rvalid_i), .m_rready_o(m_axi_rready_o), .m_rdata_i(m_axi_rdata_i),
+    .m_rresp_i(m_axi_rresp_i), .m_rlast_i(m_axi_rlast_i)
+  );
+
+  tsr_scratch #(
+    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
+    .TagWidth(TagWidth), .BeatsWidth(BeatsWidth)
+  ) u_scratch (
+    .clk_i, .rst_ni,
+    .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),
+    .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
+    .a_fill_o(a_fill), .b_fill_o(b_fill), .c_fill_o(c_fill), .desc_valid_o(desc_valid),
+    .perr_o(perr), .perr_addr_o(perr_addr),
+    .a_rd_slot_i(a_rd_slot), .a_rd_k_i(a_rd_k), .a_data_o(a_data),
+    .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data),
+    .cin_rd_slot_i(cin_rd_slot), .cin_rd_row_i(cin_rd_row), .cin_data_o(cin_data),
+    .p_slot_i(p_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
+  );
+
+  tsr_array #(.Rows(Rows), .Cols(Cols)) u_array (
+    .clk_i, .rst_ni, .clear_i(clear),
+    .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
+    .b_i(b_data), .out_o(arr_out)
+  );
+
+  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AddrWidth(AddrWidth)) u_seq (
+    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
+    .start_i(start), .m_i(m), .n_i(n), .k_i(k), .acc_i(acc), .bias_en_i(bias_en), .int8_i(int8),
+    .c_addr_i(c_addr), .ldc_i(ldc), .out_zp_i(out_zp), .act_min_i(act_min), .act_max_i(act_max),
+    .a_full_i(a_full), .b_full_i(b_full), .c_full_i(c_full),
+    .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
+    .a_rd_slot_o(a_rd_slot), .a_rd_k_o(a_rd_k), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
+    .row_valid_o(row_valid), .row_first_o(row_first), .row_last_o(row_last),
+    .arr_out_i(arr_out),
+    .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),
+    .p_slot_o(p_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
+    .out_valid_o(out_valid), .out_data_o(out_data), .out_addr_o(out_addr), .out_cols_o(out_cols),
+    .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done)
+  );
+
+  tsr_store #(
+    .Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
+    .MaxWrites(MaxWrites)
+  ) u_store (
+    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort), .int8_i(int8),
+    .in_valid_i(out_valid), .in_data_i(out_data), .in_addr_i(out_addr), .in_cols_i(out_cols),
+    .pop_o(out_pop), .idle_o(store_idle), .quiet_o(store_quiet),
+    .err_o(wr_err), .err_addr_o(wr_err_addr), .wbytes_o(wr_bytes),
+    .m_awvalid_o(m_axi_awvalid_o), .m_awready_i(m_axi_awready_i), .m_awaddr_o(m_axi_awaddr_o),
+    .m_awlen_o(m_axi_awlen_o), .m_awsize_o(m_axi_awsize_o), .m_awburst_o(m_axi_awburst_o),
+    .m_wvalid_o(m_axi_wvalid_o), .m_wready_i(m_axi_wready_i), .m_wdata_o(m_axi_wdata_o),
+    .m_wstrb_o(m_axi_wstrb_o), .m_wlast_o(m_axi_wlast_o),
+    .m_bvalid_i(m_axi_bvalid_i), .m_bready_o(m_axi_bready_o), .m_bresp_i(m_axi_bresp_i)
+  );
+
+  logic unused_top;
+  assign unused_top = ^p_full;
+endmodule

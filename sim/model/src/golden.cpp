@@ -1,0 +1,131 @@
+#include "tessera/golden.hpp"
+
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/numerics.hpp"
+
+namespace tessera {
+
+using spec::ErrorCode;
+namespace D = spec::desc;
+
+EngineConfig EngineConfig::from_preset(const spec::Preset& p) {
+  EngineConfig c;
+  c.rows = p.rows;
+  c.cols = p.cols;
+  c.k_max = p.k_max;
+  c.axi_bytes = p.axi_data_bits / 8;
+  c.max_reads = p.max_reads;
+  return c;
+}
+
+const spec::Preset& EngineConfig::preset(std::string_view name) {
+  for (const auto& p : spec::kPresets)
+    if (p.name == name) return p;
+  std::string names;
+  for (const auto& p : spec::kPresets) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  throw std::invalid_argument(fmt::format("unknown preset '{}' (presets: {})", name, names));
+}
+
+std::string describe(const Fault& f) {
+  return fmt::format("{} at {:#x}", spec::to_string(f.code), f.addr);
+}
+
+Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg) {
+  const auto op = static_cast<spec::Opcode>(d.opcode);
+  if (op != spec::Opcode::kGemm && op != spec::Opcode::kNop) return {ErrorCode::kOpcode, desc_addr};
+  if (op == spec::Opcode::kNop) return {};
+  if (d.out_mode > static_cast<uint8_t>(spec::OutMode::kInt8)) return {ErrorCode::kMode, desc_addr};
+  if (d.m == 0 || d.n == 0 || d.k == 0 || d.m > spec::kDimMax || d.n > spec::kDimMax || d.k > cfg.k_max)
+    return {ErrorCode::kDim, desc_addr};
+  if (d.int8_out() && d.act_min > d.act_max) return {ErrorCode::kParam, desc_addr};
+
+  const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), q = d.int8_out();
+  // Every used address and stride, in the order the engine checks them.
+  const struct {
+    uint64_t value;
+    bool used, is_addr;
+  } items[] = {
+      {d.a_addr, true, true},         {d.lda, true, false},       {d.b_addr, true, true},
+      {d.ldb, true, false},           {d.c_addr, true, true},     {d.ldc, true, false},
+      {d.cin_addr, acc, true},        {d.ldcin, acc, false},      {d.bias_addr, bias, true},
+      {d.mult_addr, q, true},         {d.shift_addr, q, true},
+  };
+  for (const auto& it : items)
+    if (it.used && it.value % spec::kAlignBytes != 0) return {ErrorCode::kAlign, it.value};
+  if (d.lda < d.k) return {ErrorCode::kStride, d.lda};
+  if (d.ldb < d.n) return {ErrorCode::kStride, d.ldb};
+  if (d.ldc < uint64_t{d.n} * d.out_bytes()) return {ErrorCode::kStride, d.ldc};
+  if (acc && d.ldcin < uint64_t{d.n} * 4) return {ErrorCode::kStride, d.ldcin};
+  const uint64_t limit = cfg.addr_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << cfg.addr_bits);
+  for (const auto& it : items)
+    if (it.used && it.is_addr && it.value >= limit) return {ErrorCode::kAddr, it.value};
+  return {};
+}
+
+namespace {
+
+// The bytes the engine reads for a matrix of `rows` rows of `row_bytes` at `stride`, rounded out
+// to whole beats as the RTL fetches them. Returns the first address outside memory, if any.
+bool outside(const Memory& mem, uint64_t addr, uint64_t rows, uint64_t stride, uint64_t row_bytes,
+             uint32_t beat, uint64_t& bad) {
+  const uint64_t last_row = addr + (rows - 1) * stride;
+  const uint64_t end = (last_row + row_bytes + beat - 1) / beat * beat;
+  if (mem.contains(addr, end - addr)) return false;
+  bad = std::max<uint64_t>(addr, mem.size() / beat * beat);
+  return true;
+}
+
+}  // namespace
+
+Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg) {
+  if (Fault f = validate(d, desc_addr, cfg)) return f;
+  if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kNop) return {};
+
+  const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), q = d.int8_out();
+  const uint32_t beat = cfg.axi_bytes;
+  uint64_t bad = 0;
+  if (outside(mem, d.a_addr, d.m, d.lda, d.k, beat, bad) || outside(mem, d.b_addr, d.k, d.ldb, d.n, beat, bad) ||
+      (acc && outside(mem, d.cin_addr, d.m, d.ldcin, uint64_t{4} * d.n, beat, bad)) ||
+      (bias && outside(mem, d.bias_addr, 1, 0, uint64_t{4} * d.n, beat, bad)) ||
+      (q && (outside(mem, d.mult_addr, 1, 0, uint64_t{4} * d.n, beat, bad) ||
+             outside(mem, d.shift_addr, 1, 0, d.n, beat, bad))))
+    return {ErrorCode::kAxiRd, bad};
+  if (q)
+    for (uint32_t n = 0; n < d.n; ++n) {
+      const int s = mem.load<int8_t>(d.shift_addr + n);
+      if (s < spec::kShiftMin || s > spec::kShiftMax) return {ErrorCode::kParam, d.shift_addr + n};
+    }
+  if (outside(mem, d.c_addr, d.m, d.ldc, uint64_t{d.out_bytes()} * d.n, 1, bad)) return {ErrorCode::kAxiWr, bad};
+
+  std::vector<int32_t> row(d.n);
+  for (uint32_t m = 0; m < d.m; ++m) {
+    // |a*b| <= 2^14 and K <= 2^16, so the product sum cannot overflow int32 before the adds below.
+    std::fill(row.begin(), row.end(), 0);
+    const int8_t* a = reinterpret_cast<const int8_t*>(mem.data() + d.a_addr + uint64_t{m} * d.lda);
+    for (uint32_t k = 0; k < d.k; ++k) {
+      const int32_t av = a[k];
+      if (av == 0) continue;
+      const int8_t* b = reinterpret_cast<const int8_t*>(mem.data() + d.b_addr + uint64_t{k} * d.ldb);
+      for (uint32_t n = 0; n < d.n; ++n) row[n] += av * b[n];
+    }
+    for (uint32_t n = 0; n < d.n; ++n) {
+      int32_t v = row[n];
+      if (acc) v = numerics::wrap_add(v, mem.load<int32_t>(d.cin_addr + uint64_t{m} * d.ldcin + 4ull * n));
+      if (bias) v = numerics::wrap_add(v, mem.load<int32_t>(d.bias_addr + 4ull * n));
+      const uint64_t out = d.c_addr + uint64_t{m} * d.ldc + uint64_t{n} * d.out_bytes();
+      if (q)
+        mem.store<int8_t>(out, numerics::requantize(v, mem.load<int32_t>(d.mult_addr + 4ull * n),
+                                                    mem.load<int8_t>(d.shift_addr + n), d.out_zp,
+                                                    d.act_min, d.act_max));
+      else
+        mem.store<int32_t>(out, v);
+    }
+  }
+  return {};
+}
+
+}  // namespace tessera
