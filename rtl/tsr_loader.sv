@@ -13,12 +13,12 @@ module tsr_loader #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned AddrWidth = 32,
-  parameter int unsigned TagWidth = 20,
   parameter int unsigned BeatsWidth = 16,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned BeatBytes = AxiDataWidth / 8,
   localparam int unsigned BeatShift = $clog2(BeatBytes),
-  localparam int unsigned IdxW = KW
+  localparam int unsigned IdxW = KW,
+  localparam int unsigned TagWidth = 3 + 1 + IdxW + BeatShift + 1  // see tag()
 ) (
   input  logic                  clk_i,
   input  logic                  rst_ni,

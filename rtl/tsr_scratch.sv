@@ -12,10 +12,10 @@ module tsr_scratch #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned AddrWidth = 32,
-  parameter int unsigned TagWidth = 20,
   parameter int unsigned BeatsWidth = 16,
   localparam int unsigned KW = $clog2(KMax),
-  localparam int unsigned RowW = $clog2(Rows)
+  localparam int unsigned RowW = $clog2(Rows),
+  localparam int unsigned TagWidth = 3 + 1 + KW + $clog2(AxiDataWidth / 8) + 1
 ) (
   input  logic                       clk_i,
   input  logic                       rst_ni,
@@ -62,7 +62,7 @@ module tsr_scratch #(
   logic                 t_slot, t_last;
   logic [IdxW-1:0]      t_idx;
   logic [BeatShift-1:0] t_lane;
-  assign {t_dest, t_slot, t_idx, t_lane, t_last} = rsp_tag_i[3+1+IdxW+BeatShift+1-1:0];
+  assign {t_dest, t_slot, t_idx, t_lane, t_last} = rsp_tag_i;
 
   // The beat moved down so the addressed segment starts at bit 0.
   logic [AxiDataWidth-1:0] shifted;

@@ -182,7 +182,7 @@ module tsr_top #(
 
   tsr_loader #(
     .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
-    .TagWidth(TagWidth), .BeatsWidth(BeatsWidth)
+    .BeatsWidth(BeatsWidth)
   ) u_loader (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
     .start_i(start), .m_i(m), .n_i(n), .k_i(k), .acc_i(acc), .bias_i(bias_en), .int8_i(int8),
@@ -215,7 +215,7 @@ module tsr_top #(
 
   tsr_scratch #(
     .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
-    .TagWidth(TagWidth), .BeatsWidth(BeatsWidth)
+    .BeatsWidth(BeatsWidth)
   ) u_scratch (
     .clk_i, .rst_ni,
     .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),

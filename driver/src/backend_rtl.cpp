@@ -1,0 +1,191 @@
+// The `rtl` backend: the Verilated engine in a SystemC platform, run by a tessera-sim process of
+// its own (SystemC elaborates once per process, so several rtl devices need several processes).
+// The two talk over pipes (sim_protocol.hpp); a simulator that dies is a DeviceError, not a hang.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "options.hpp"
+#include "tessera/driver.hpp"
+#include "tessera/sim_protocol.hpp"
+
+extern char** environ;
+
+namespace tessera::driver {
+namespace {
+
+namespace fs = std::filesystem;
+
+// tessera-sim next to the running executable, else where the build put it, unless TESSERA_SIM says.
+std::string find_simulator() {
+  if (const char* env = std::getenv("TESSERA_SIM")) return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& dir : {self.parent_path(), self.parent_path() / "../sim/platform"}) {
+      if (fs::exists(dir / "tessera-sim")) return (dir / "tessera-sim").string();
+    }
+  }
+  return TESSERA_SIM_PATH;
+}
+
+class RtlBackend final : public Backend {
+ public:
+  RtlBackend(const DeviceSpec& spec, const SimOptions& o) : name_(spec.str()) {
+    ::signal(SIGPIPE, SIG_IGN);  // a dead simulator shows up as EPIPE, not as our death
+    const std::string exe = find_simulator();
+    if (!fs::exists(exe))
+      throw DeviceError(fmt::format("{}: simulator '{}' not found (build tessera-sim or set TESSERA_SIM)", name_, exe));
+    std::vector<std::string> args = {exe,
+                                     "--preset", o.preset,
+                                     "--mem-mb", std::to_string(o.mem_bytes >> 20),
+                                     "--mem-latency", std::to_string(o.mem.latency),
+                                     "--mem-bytes-per-cycle", std::to_string(o.mem.bytes_per_cycle),
+                                     "--mem-max-reads", std::to_string(o.mem.max_reads),
+                                     "--mem-max-writes", std::to_string(o.mem.max_writes)};
+    if (spec.options.count("slverr")) args.insert(args.end(), {"--slverr", spec.options.at("slverr")});
+    if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
+    if (spec.option("scoreboard", "1") == "0") args.push_back("--no-scoreboard");
+
+    int to_sim[2], from_sim[2];
+    if (::pipe2(to_sim, O_CLOEXEC) || ::pipe2(from_sim, O_CLOEXEC))
+      throw DeviceError(fmt::format("{}: pipe: {}", name_, std::strerror(errno)));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to_sim[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from_sim[1], 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    env_strings.emplace_back("SYSC_DISABLE_COPYRIGHT_MESSAGE=1");
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(to_sim[0]);
+    ::close(from_sim[1]);
+    out_ = to_sim[1];
+    in_ = from_sim[0];
+    if (rc != 0) throw DeviceError(fmt::format("{}: cannot start '{}': {}", name_, exe, std::strerror(rc)));
+    const auto hello = call(simproto::Op::kHello);
+    if (hello.v0 != simproto::kMagic) throw DeviceError(fmt::format("{}: '{}' is not tessera-sim", name_, exe));
+    mem_size_ = hello.v1;
+  }
+
+  ~RtlBackend() override {
+    try {
+      if (in_ >= 0) call(simproto::Op::kShutdown);
+    } catch (...) {
+    }
+    if (out_ >= 0) ::close(out_);
+    if (in_ >= 0) ::close(in_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+
+  uint32_t csr_read(uint32_t offset) override {
+    return static_cast<uint32_t>(call(simproto::Op::kCsrRead, offset).v0);
+  }
+  void csr_write(uint32_t offset, uint32_t value) override { call(simproto::Op::kCsrWrite, offset, value); }
+  void mem_write(uint64_t addr, std::span<const uint8_t> bytes) override {
+    call(simproto::Op::kMemWrite, addr, 0, bytes);
+  }
+  void mem_read(uint64_t addr, std::span<uint8_t> bytes) override {
+    call(simproto::Op::kMemRead, addr, bytes.size(), {}, bytes);
+  }
+  uint64_t mem_size() const override { return mem_size_; }
+  bool wait_irq(uint64_t max_cycles) override { return call(simproto::Op::kRunUntilIrq, max_cycles).v0 != 0; }
+  uint64_t cycles() override { return call(simproto::Op::kCycles).v1; }
+  std::optional<std::pair<bool, std::string>> scoreboard() override {
+    std::vector<uint8_t> text;
+    call(simproto::Op::kScoreboard, 0, 0, {}, {}, &text);
+    const auto j = nlohmann::json::parse(text.begin(), text.end());
+    const bool ok = j["mismatches"].get<uint64_t>() == 0 && j["protocol_error"].get<std::string>().empty();
+    std::string detail = fmt::format("{} bytes in {} descriptors checked, {} mismatches",
+                                     j["bytes_checked"].get<uint64_t>(), j["descriptors_checked"].get<uint64_t>(),
+                                     j["mismatches"].get<uint64_t>());
+    if (!j["first_mismatch"].get<std::string>().empty()) detail += "; first: " + j["first_mismatch"].get<std::string>();
+    if (!j["protocol_error"].get<std::string>().empty()) detail += "; AXI rule broken: " + j["protocol_error"].get<std::string>();
+    return std::make_pair(ok, detail);
+  }
+
+ private:
+  simproto::Response call(simproto::Op op, uint64_t a = 0, uint64_t b = 0, std::span<const uint8_t> payload = {},
+                          std::span<uint8_t> into = {}, std::vector<uint8_t>* text = nullptr) {
+    const simproto::Request req{op, 0, a, b, payload.size()};
+    send(&req, sizeof req);
+    if (!payload.empty()) send(payload.data(), payload.size());
+    simproto::Response rsp;
+    receive(&rsp, sizeof rsp);
+    std::vector<uint8_t> body(rsp.len);
+    if (rsp.len) receive(body.data(), body.size());
+    if (rsp.status != 0)
+      throw DeviceError(fmt::format("{}: simulator: {}", name_, std::string(body.begin(), body.end())));
+    if (!into.empty()) {
+      if (body.size() != into.size()) throw DeviceError(fmt::format("{}: simulator sent a short reply", name_));
+      std::memcpy(into.data(), body.data(), body.size());
+    }
+    if (text) *text = std::move(body);
+    return rsp;
+  }
+
+  void send(const void* p, size_t n) {
+    const auto* c = static_cast<const uint8_t*>(p);
+    while (n) {
+      const ssize_t w = ::write(out_, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) died();
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  void receive(void* p, size_t n) {
+    auto* c = static_cast<uint8_t*>(p);
+    while (n) {
+      const ssize_t r = ::read(in_, c, n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) died();
+      c += r;
+      n -= static_cast<size_t>(r);
+    }
+  }
+  [[noreturn]] void died() {
+    int status = 0;
+    std::string how = "closed its pipe";
+    if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+      pid_ = -1;
+      how = WIFSIGNALED(status) ? fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                : fmt::format("exited with status {}", WEXITSTATUS(status));
+    }
+    ::close(in_);
+    ::close(out_);
+    in_ = out_ = -1;
+    throw DeviceError(fmt::format("{}: the RTL simulator process {}", name_, how));
+  }
+
+  std::string name_;
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  uint64_t mem_size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_rtl_backend(const DeviceSpec& spec) {
+  const SimOptions o = SimOptions::parse(spec, {"slverr", "trace", "scoreboard"});
+  return std::make_unique<RtlBackend>(spec, o);
+}
+
+}  // namespace tessera::driver

@@ -1,0 +1,47 @@
+// One int8 GEMM on a device, with random operands from a seed, checked byte for byte against the
+// golden model. Used by `tessera gemm`, the benchmarks and the tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/driver.hpp"
+
+namespace tessera {
+
+struct GemmRequest {
+  uint32_t m = 64, n = 64, k = 64;
+  bool int8_out = false, bias = false, relu = false, accumulate = false;
+  uint64_t seed = 1;
+};
+
+// Row-major host operands; strides are the engine's aligned row pitches.
+struct GemmProblem {
+  GemmRequest req;
+  std::vector<int8_t> a, b, shift;
+  std::vector<int32_t> bias, mult, cin;
+  int8_t out_zp = 0, act_min = -128, act_max = 127;
+
+  static GemmProblem random(const GemmRequest& req);
+  uint32_t out_bytes() const { return req.int8_out ? 1 : 4; }
+};
+
+struct GemmOutcome {
+  std::vector<uint8_t> c;         // M x N elements, packed (int32 or int8 by mode)
+  bool bit_exact = false;         // device output equals the golden model's, and the scoreboard agrees
+  std::string mismatch;           // the first difference, if any
+  driver::Counters counters;      // counter deltas for this GEMM
+  double seconds = 0;             // wall time from submit to completion
+  std::optional<std::pair<bool, std::string>> scoreboard;  // rtl only
+};
+
+// The golden model's result for `p`, packed like GemmOutcome::c.
+std::vector<uint8_t> golden_gemm(const GemmProblem& p, const EngineConfig& cfg);
+
+// Allocates, uploads, runs and checks. Throws driver::DeviceError on a device failure.
+GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p);
+
+}  // namespace tessera

@@ -1,0 +1,105 @@
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/driver.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+nlohmann::json probe_engine(const std::string& spec) {
+  nlohmann::json j = {{"spec", spec}};
+  try {
+    driver::Device dev(driver::DeviceSpec::parse(spec));
+    const auto& p = dev.properties();
+    j["available"] = true;
+    j["preset"] = p.preset;
+    j["array"] = {p.rows, p.cols};
+    j["k_max"] = p.k_max;
+    j["axi_bytes"] = p.axi_bytes;
+    j["max_reads"] = p.max_reads;
+    j["align"] = p.align;
+    j["mem_bytes"] = p.mem_bytes;
+    j["version"] = fmt::format("{}.{}", p.version >> 16, p.version & 0xffff);
+  } catch (const std::exception& e) {
+    j["available"] = false;
+    j["reason"] = e.what();
+  }
+  return j;
+}
+
+nlohmann::json probe_xdma() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> nodes;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("xdma") && name.ends_with("_user")) nodes.push_back("/dev/" + name.substr(0, name.size() - 5));
+  }
+  if (nodes.empty())
+    return {{"spec", "xdma:/dev/xdma0"}, {"available", false},
+            {"reason", "no FPGA card: no /dev/xdma*_user device nodes (is the XDMA driver loaded?)"}};
+  return {{"spec", "xdma:" + nodes.front()}, {"available", false},
+          {"reason", "an XDMA card is present, but this build has no xdma backend yet"}};
+}
+
+}  // namespace
+
+int devices(const std::vector<std::string>& args) {
+  po::options_description opts("tessera devices: list devices and their properties");
+  opts.add_options()("help,h", "this text")("json", "print one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  nlohmann::json presets = nlohmann::json::array();
+  for (const auto& p : spec::kPresets) presets.push_back(std::string(p.name));
+  nlohmann::json list = nlohmann::json::array();
+  for (const char* spec : {"model:0", "rtl:0"}) {
+    auto j = probe_engine(spec);
+    j["kind"] = std::string(spec).substr(0, std::string(spec).find(':'));
+    j["presets"] = presets;
+    list.push_back(j);
+  }
+  auto x = probe_xdma();
+  x["kind"] = "xdma";
+  list.push_back(x);
+  list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
+                  {"threads", std::thread::hardware_concurrency()}});
+  list.push_back({{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
+                  {"reason", "the CUDA backend is not part of this build yet"}});
+
+  if (vm.count("json")) {
+    std::cout << nlohmann::json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<18} {:<10} {}\n", "DEVICE", "STATUS", "DETAILS");
+  for (const auto& d : list) {
+    std::string details;
+    if (d["available"].get<bool>() && d.contains("array"))
+      details = fmt::format("preset {} ({}x{} array, k_max {}, {}-bit AXI, {} MiB); presets: {}",
+                            d["preset"].get<std::string>(), d["array"][0].get<int>(), d["array"][1].get<int>(),
+                            d["k_max"].get<int>(), d["axi_bytes"].get<int>() * 8,
+                            d["mem_bytes"].get<uint64_t>() >> 20, d["presets"].dump());
+    else if (d["available"].get<bool>())
+      details = fmt::format("{} hardware threads", d["threads"].get<unsigned>());
+    else
+      details = d["reason"].get<std::string>();
+    std::cout << fmt::format("{:<18} {:<10} {}\n", d["spec"].get<std::string>(),
+                             d["available"].get<bool>() ? "available" : "absent", details);
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,55 @@
+// tessera: the command-line front end (the contract is in DESIGN.md).
+// Exit codes: 0 success, 1 a check failed or the device failed, 2 bad usage or input.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "tessera/driver.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: tessera <command> [options]
+
+commands:
+  devices    list devices and their properties
+  gemm       run one int8 GEMM on a device and check it against the golden model
+
+run 'tessera <command> --help' for a command's options)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    (argc < 2 ? std::cerr : std::cout) << kUsage << "\n";
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (cmd == "devices") return tessera::cli::devices(args);
+    if (cmd == "gemm") return tessera::cli::gemm(args);
+    std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
+    return 2;
+  } catch (const po::error& e) {
+    std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
+    return 2;
+  } catch (const tessera::driver::UsageError& e) {
+    std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
+    return 2;
+  } catch (const tessera::driver::DeviceError& e) {
+    std::cerr << fmt::format("tessera {}: device failed: {}\n", cmd, e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
+    return 1;
+  }
+}

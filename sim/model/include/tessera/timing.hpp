@@ -1,0 +1,39 @@
+// The memory system the engine sees, and the analytical timing model of the engine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "tessera/descriptor.hpp"
+#include "tessera/golden.hpp"
+
+namespace tessera {
+
+struct MemoryModelConfig {
+  uint32_t latency = 64;          // cycles from address accepted to first data / to write response
+  uint32_t bytes_per_cycle = 0;   // data bandwidth per direction; 0 = the full bus width
+  uint32_t max_reads = 16;        // read bursts the memory accepts before it stalls AR
+  uint32_t max_writes = 16;       // write bursts likewise
+  std::optional<uint64_t> slverr_addr;  // a burst touching this byte gets SLVERR
+};
+
+}  // namespace tessera
+
+namespace tessera {
+
+// What one descriptor costs on the engine, as the timing model estimates it.
+struct TimingEstimate {
+  uint64_t cycles = 0;        // from fetch of the descriptor to its completion
+  uint64_t stall_cycles = 0;  // busy cycles in which the array waited for memory
+  uint64_t read_bytes = 0;    // whole beats, as the engine reads them
+  uint64_t write_bytes = 0;   // strobed bytes
+};
+
+// The analytical timing model of the engine (docs/ENGINE.md derives it). `d` must be valid.
+TimingEstimate estimate(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem);
+
+// The stall-free cycle count of the classic output-stationary dataflow:
+// ceil(M/R) * ceil(N/C) * (K + R + C - 2).
+uint64_t output_stationary_cycles(uint32_t m, uint32_t n, uint32_t k, const EngineConfig& cfg);
+
+}  // namespace tessera
