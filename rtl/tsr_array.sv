@@ -1,10 +1,11 @@
 // Rows x Cols output-stationary systolic array. A operands enter on the left (row i one cycle
 // behind row i-1), B operands at the top (column j one cycle behind column j-1); PE (i, j) sees
-// A[i][k] and B[k][j] together k + i + j cycles after the tile starts. All finished sums are
-// visible on out_o (row-major, Cols x int32 per row).
+// A[i][k] and B[k][j] together k + i + j cycles after the tile starts. row_o shows the finished
+// sums of row row_sel_i (Cols x int32).
 module tsr_array #(
   parameter int unsigned Rows = 16,
-  parameter int unsigned Cols = 16
+  parameter int unsigned Cols = 16,
+  localparam int unsigned RowW = $clog2(Rows)
 ) (
   input  logic                    clk_i,
   input  logic                    rst_ni,
@@ -14,21 +15,26 @@ module tsr_array #(
   input  logic [Rows-1:0]         first_i,
   input  logic [Rows-1:0]         last_i,
   input  logic [Cols*8-1:0]       b_i,
-  output logic [Rows*Cols*32-1:0] out_o
+  input  logic [RowW-1:0]         row_sel_i,
+  output logic [Cols*32-1:0]      row_o
 );
-  // Horizontal links: Cols+1 per row; vertical: Rows+1 per column.
-  logic [Rows*(Cols+1)*8-1:0] a_link;
-  logic [Rows*(Cols+1)-1:0]   v_link, f_link, l_link;
-  logic [(Rows+1)*Cols*8-1:0] b_link;
+  // Links between neighbours: Cols+1 per row (horizontal), Rows+1 per column (vertical).
+  // Unpacked, so a simulator moves them as words rather than as one wide vector.
+  logic [7:0]  a_link [Rows*(Cols+1)];
+  logic        v_link [Rows*(Cols+1)];
+  logic        f_link [Rows*(Cols+1)];
+  logic        l_link [Rows*(Cols+1)];
+  logic [7:0]  b_link [(Rows+1)*Cols];
+  logic [31:0] sums   [Rows*Cols];
 
   for (genvar i = 0; i < Rows; i++) begin : g_row_in
-    assign a_link[(i*(Cols+1))*8 +: 8] = a_i[i*8 +: 8];
-    assign v_link[i*(Cols+1)]          = valid_i[i];
-    assign f_link[i*(Cols+1)]          = first_i[i];
-    assign l_link[i*(Cols+1)]          = last_i[i];
+    assign a_link[i*(Cols+1)] = a_i[i*8 +: 8];
+    assign v_link[i*(Cols+1)] = valid_i[i];
+    assign f_link[i*(Cols+1)] = first_i[i];
+    assign l_link[i*(Cols+1)] = last_i[i];
   end
   for (genvar j = 0; j < Cols; j++) begin : g_col_in
-    assign b_link[j*8 +: 8] = b_i[j*8 +: 8];
+    assign b_link[j] = b_i[j*8 +: 8];
   end
 
   for (genvar i = 0; i < Rows; i++) begin : g_row
@@ -37,19 +43,23 @@ module tsr_array #(
         .clk_i,
         .rst_ni,
         .clear_i,
-        .a_i    (a_link[(i*(Cols+1)+j)*8 +: 8]),
+        .a_i    (a_link[i*(Cols+1)+j]),
         .valid_i(v_link[i*(Cols+1)+j]),
         .first_i(f_link[i*(Cols+1)+j]),
         .last_i (l_link[i*(Cols+1)+j]),
-        .b_i    (b_link[(i*Cols+j)*8 +: 8]),
-        .a_o    (a_link[(i*(Cols+1)+j+1)*8 +: 8]),
+        .b_i    (b_link[i*Cols+j]),
+        .a_o    (a_link[i*(Cols+1)+j+1]),
         .valid_o(v_link[i*(Cols+1)+j+1]),
         .first_o(f_link[i*(Cols+1)+j+1]),
         .last_o (l_link[i*(Cols+1)+j+1]),
-        .b_o    (b_link[((i+1)*Cols+j)*8 +: 8]),
-        .out_o  (out_o[(i*Cols+j)*32 +: 32])
+        .b_o    (b_link[(i+1)*Cols+j]),
+        .out_o  (sums[i*Cols+j])
       );
     end
+  end
+
+  for (genvar j = 0; j < Cols; j++) begin : g_row_out
+    assign row_o[j*32 +: 32] = sums[row_sel_i*Cols+j];
   end
 
   // The links leaving the right and bottom edges go nowhere.
@@ -57,9 +67,9 @@ module tsr_array #(
   always_comb begin
     unused_edges = 1'b0;
     for (int i = 0; i < Rows; i++) begin
-      unused_edges ^= ^a_link[(i*(Cols+1)+Cols)*8 +: 8] ^ v_link[i*(Cols+1)+Cols] ^
+      unused_edges ^= ^a_link[i*(Cols+1)+Cols] ^ v_link[i*(Cols+1)+Cols] ^
                       f_link[i*(Cols+1)+Cols] ^ l_link[i*(Cols+1)+Cols];
     end
-    unused_edges ^= ^b_link[Rows*Cols*8 +: Cols*8];
+    for (int j = 0; j < Cols; j++) unused_edges ^= ^b_link[Rows*Cols+j];
   end
 endmodule

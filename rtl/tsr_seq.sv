@@ -50,7 +50,8 @@ module tsr_seq #(
   output logic [Rows-1:0]         row_valid_o,
   output logic [Rows-1:0]         row_first_o,
   output logic [Rows-1:0]         row_last_o,
-  input  logic [Rows*Cols*32-1:0] arr_out_i,
+  output logic [RowW-1:0]         row_sel_o,
+  input  logic [Cols*32-1:0]      row_i,
   // epilogue operands
   output logic                    cin_rd_slot_o,
   output logic [RowW-1:0]         cin_rd_row_o,
@@ -147,6 +148,7 @@ module tsr_seq #(
         c_tile_d    = c_tile_q + (ldc_i << RowShift);
       end
     end
+    if (done_o) running_d = 1'b0;
     if (start_i) begin
       running_d   = 1'b1;
       tile_d      = 1'b0;
@@ -159,7 +161,6 @@ module tsr_seq #(
       gap_d       = '0;
       credits_d   = ($clog2(Credits)+1)'(Credits);
     end
-    if (done_o) running_d = 1'b0;
     if (clear_i) begin
       running_d   = 1'b0;
       streaming_d = 1'b0;
@@ -171,7 +172,7 @@ module tsr_seq #(
 
   // ---------------------------------------------------------------- operand token chain
   logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_aslot_q, tok_bslot_q, tok_nblast_q;
-  logic [Chain*KW-1:0] tok_k_q;
+  logic [KW-1:0]       tok_k_q [Chain];
 
   // The slot and block flags of the tile being streamed are held from its start.
   logic str_aslot_q, str_bslot_q, str_nblast_q;
@@ -194,7 +195,8 @@ module tsr_seq #(
     tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
     tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
-    tok_k_q      <= {tok_k_q[(Chain-1)*KW-1:0], emit_k[KW-1:0]};
+    tok_k_q[0]   <= emit_k[KW-1:0];
+    for (int s = 1; s < Chain; s++) tok_k_q[s] <= tok_k_q[s-1];
     if (start_tile) begin
       str_aslot_q  <= tile_q;
       str_bslot_q  <= cur_bslot;
@@ -205,7 +207,7 @@ module tsr_seq #(
   for (genvar i = 0; i < Rows; i++) begin : g_arow
     logic v_q, f_q, l_q;
     assign a_rd_slot_o[i]         = tok_aslot_q[i];
-    assign a_rd_k_o[i*KW +: KW]   = tok_k_q[i*KW +: KW];
+    assign a_rd_k_o[i*KW +: KW]   = tok_k_q[i];
     // Row flags reach the array with the bank's data, one cycle after the read.
     always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) v_q <= 1'b0;
@@ -222,7 +224,7 @@ module tsr_seq #(
   end
   for (genvar j = 0; j < Cols; j++) begin : g_bcol
     assign b_rd_slot_o[j]       = tok_bslot_q[j];
-    assign b_rd_k_o[j*KW +: KW] = tok_k_q[j*KW +: KW];
+    assign b_rd_k_o[j*KW +: KW] = tok_k_q[j];
   end
 
   always_comb begin
@@ -273,6 +275,7 @@ module tsr_seq #(
     if (clear_i) ro_active_d = 1'b0;
   end
 
+  assign row_sel_o     = ro_row;
   assign cin_rd_slot_o = ro_cslot;
   assign cin_rd_row_o  = ro_row;
 
@@ -294,7 +297,7 @@ module tsr_seq #(
     else e_valid_q <= ro_on;
   end
   always_ff @(posedge clk_i) begin
-    e_sum_q  <= arr_out_i[ro_row*Cols*32 +: Cols*32];
+    e_sum_q  <= row_i;
     e_meta_q <= {(RowW+1)'(ro_row) < ro_vr, ro_addr, ro_vc, ro_row == RowW'(Rows - 1),
                  ro_nblast, ro_cslot, ro_pslot, ro_final};
   end
@@ -369,6 +372,8 @@ module tsr_seq #(
   end
 
   logic unused_info;
-  assign unused_info = ^info_count ^ info_empty ^ x_rel ^ tok_first_q[Chain-1] ^
-                       ^tok_k_q[Chain*KW-1:GapMax*KW];
+  always_comb begin
+    unused_info = ^info_count ^ info_empty ^ x_rel ^ tok_first_q[Chain-1];
+    for (int s = GapMax; s < Chain; s++) unused_info ^= ^tok_k_q[s];
+  end
 endmodule

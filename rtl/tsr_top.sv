@@ -108,7 +108,8 @@ module tsr_top #(
   logic [Cols*KW-1:0] b_rd_k;
   logic [Rows*8-1:0] a_data;
   logic [Cols*8-1:0] b_data, shift;
-  logic [Rows*Cols*32-1:0] arr_out;
+  logic [RowW-1:0] row_sel;
+  logic [Cols*32-1:0] arr_row;
   logic cin_rd_slot, p_slot;
   logic [RowW-1:0] cin_rd_row;
   logic [Cols*32-1:0] cin_data, bias, mult;
@@ -231,7 +232,7 @@ module tsr_top #(
   tsr_array #(.Rows(Rows), .Cols(Cols)) u_array (
     .clk_i, .rst_ni, .clear_i(clear),
     .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
-    .b_i(b_data), .out_o(arr_out)
+    .b_i(b_data), .row_sel_i(row_sel), .row_o(arr_row)
   );
 
   tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AddrWidth(AddrWidth)) u_seq (
@@ -242,7 +243,7 @@ module tsr_top #(
     .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
     .a_rd_slot_o(a_rd_slot), .a_rd_k_o(a_rd_k), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
     .row_valid_o(row_valid), .row_first_o(row_first), .row_last_o(row_last),
-    .arr_out_i(arr_out),
+    .row_sel_o(row_sel), .row_i(arr_row),
     .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),
     .p_slot_o(p_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
     .out_valid_o(out_valid), .out_data_o(out_data), .out_addr_o(out_addr), .out_cols_o(out_cols),

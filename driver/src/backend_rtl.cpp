@@ -67,13 +67,8 @@ class RtlBackend final : public Backend {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    std::vector<std::string> env_strings;
-    std::vector<char*> envp;
-    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-    env_strings.emplace_back("SYSC_DISABLE_COPYRIGHT_MESSAGE=1");
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
+    ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);  // read by the simulator before its main
+    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     ::close(to_sim[0]);
     ::close(from_sim[1]);

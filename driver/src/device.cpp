@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -66,16 +67,11 @@ Device::Device(const DeviceSpec& spec) : spec_(spec) {
     throw DeviceError(fmt::format("{}: configuration registers are implausible (CFG_ARRAY {:#x}, CFG_MEM {:#x})",
                                   spec.str(), arr, mem));
 
-  soft_reset();
   ring_addr_ = 0;
   const uint64_t ring_bytes = uint64_t{kRingEntries} * spec::kDescBytes;
   if (props_.mem_bytes <= ring_bytes) throw DeviceError(fmt::format("{}: device memory too small", spec.str()));
   free_[ring_bytes] = props_.mem_bytes - ring_bytes;
-  backend_->csr_write(csr::RING_BASE_LO, static_cast<uint32_t>(ring_addr_));
-  backend_->csr_write(csr::RING_BASE_HI, static_cast<uint32_t>(ring_addr_ >> 32));
-  backend_->csr_write(csr::RING_SIZE, kRingEntries);
-  backend_->csr_write(csr::IRQ_ENABLE, csr::IRQ_STATUS_DONE_MASK | csr::IRQ_STATUS_ERROR_MASK);
-  backend_->csr_write(csr::CTRL, csr::CTRL_ENABLE_MASK);
+  soft_reset();
 }
 
 Device::~Device() = default;
@@ -87,6 +83,10 @@ void Device::soft_reset() {
     backend_->wait_irq(100);
   }
   tail_ = submitted_ = 0;
+  backend_->csr_write(csr::RING_BASE_LO, static_cast<uint32_t>(ring_addr_));
+  backend_->csr_write(csr::RING_BASE_HI, static_cast<uint32_t>(ring_addr_ >> 32));
+  backend_->csr_write(csr::RING_SIZE, kRingEntries);
+  backend_->csr_write(csr::IRQ_ENABLE, csr::IRQ_STATUS_DONE_MASK | csr::IRQ_STATUS_ERROR_MASK);
   backend_->csr_write(csr::CTRL, csr::CTRL_ENABLE_MASK);
 }
 
@@ -187,25 +187,31 @@ void Device::check_engine_error() {
                     code, addr, slot);
 }
 
-void Device::wait(uint32_t fence, uint64_t max_cycles) {
+void Device::wait(uint32_t fence, uint64_t max_idle_cycles) {
   constexpr uint64_t kChunk = 1'000'000;
-  uint32_t last = backend_->csr_read(csr::COMPLETED);
+  // Progress is a completed descriptor or bus traffic; a long GEMM keeps moving bytes.
+  auto progress = [&] {
+    return std::array<uint32_t, 3>{backend_->csr_read(csr::COMPLETED), backend_->csr_read(csr::CNT_RD_BYTES_LO),
+                                   backend_->csr_read(csr::CNT_WR_BYTES_LO)};
+  };
+  auto last = progress();
   uint64_t idle = 0;
   int frozen = 0;  // waits in which the device's clock did not move (a model has nothing left to run)
   for (;;) {
-    if (static_cast<int32_t>(last - fence) >= 0) return;
+    if (static_cast<int32_t>(last[0] - fence) >= 0) return;
     check_engine_error();
     const uint64_t before = backend_->cycles();
-    backend_->wait_irq(std::min(kChunk, max_cycles));
+    backend_->wait_irq(std::min(kChunk, max_idle_cycles));
     backend_->csr_write(csr::IRQ_STATUS, csr::IRQ_STATUS_DONE_MASK);
-    const uint32_t now = backend_->csr_read(csr::COMPLETED);
+    const auto now = progress();
     const uint64_t ran = backend_->cycles() - before;
     idle = now == last ? idle + ran : 0;
     frozen = (now == last && ran == 0) ? frozen + 1 : 0;
     last = now;
-    if ((idle >= max_cycles || frozen > 3) && static_cast<int32_t>(last - fence) < 0) {
+    if ((idle >= max_idle_cycles || frozen > 3) && static_cast<int32_t>(last[0] - fence) < 0) {
       check_engine_error();
-      throw DeviceError(fmt::format("{}: watchdog: no descriptor completed in {} cycles (waiting for {}); {}",
+      throw DeviceError(fmt::format("{}: watchdog: no completion and no bus traffic for {} cycles (waiting for "
+                                    "completion {}); {}",
                                     spec_.str(), idle, fence, state()));
     }
   }

@@ -125,11 +125,12 @@ class Device {
   // Queues descriptors (the last one raises the interrupt) and returns the completion count that
   // marks them done.
   uint32_t submit(std::span<const Descriptor> descs);
-  // Waits until COMPLETED reaches `fence`; throws DeviceError naming the engine error or, after
-  // `max_cycles` with no progress, the engine's state.
-  void wait(uint32_t fence, uint64_t max_cycles = 200'000'000);
+  // Waits until COMPLETED reaches `fence`; throws EngineFault naming the engine's error or, after
+  // `max_idle_cycles` with neither a completion nor bus traffic, a DeviceError with its state.
+  void wait(uint32_t fence, uint64_t max_idle_cycles = 1'000'000);
 
   Counters counters();
+  // Drains and resets the engine, then sets the ring up again: the way back from an error.
   void soft_reset();
   std::string state();  // STATUS, head, tail, completed, error registers, as one line
 

@@ -114,6 +114,7 @@ extern "C" int sc_main(int argc, char* argv[]) {
   // Keep the protocol stream to ourselves: stdout from here on is stderr.
   g_out = ::dup(1);
   ::dup2(2, 1);
+  ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
 
   PlatformConfig cfg;
   std::string slverr;

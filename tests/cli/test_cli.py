@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""CLI contract tests (DESIGN.md): JSON keys, --dump files, exit codes and error messages.
+
+usage: test_cli.py TESSERA_BINARY WITH_RTL(0|1)
+Prints one line per check and 'N passed, N failed' at the end.
+"""
+import json
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+
+TESSERA = sys.argv[1]
+WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name} {detail}")
+
+
+def run(*args):
+    return subprocess.run([TESSERA, *args], capture_output=True, text=True, timeout=300)
+
+
+def read_npy(path):
+    data = pathlib.Path(path).read_bytes()
+    assert data[:6] == b"\x93NUMPY", "bad magic"
+    hlen = struct.unpack("<H", data[8:10])[0]
+    header = eval(data[10:10 + hlen].decode("latin1"))  # a Python dict literal by the format's definition
+    return header, data[10 + hlen:]
+
+
+GEMM_KEYS = {"schema_version", "device", "m", "n", "k", "out", "array", "dataflow", "cycles", "ideal_cycles",
+             "utilization", "macs", "bit_exact", "seconds"}
+INT8_KEYS = {"out_zp", "act_min", "act_max"}
+
+devices = ["model"] + (["rtl?preset=small"] if WITH_RTL else [])
+for dev in devices:
+    r = run("gemm", "--device", dev, "--m", "19", "--n", "23", "--k", "41", "--json")
+    check(f"{dev}: gemm int32 exits 0", r.returncode == 0, r.stderr)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(f"{dev}: gemm JSON has the contract keys", GEMM_KEYS <= j.keys(), sorted(GEMM_KEYS - j.keys()))
+    check(f"{dev}: schema_version 1", j.get("schema_version") == 1)
+    check(f"{dev}: bit_exact", j.get("bit_exact") is True)
+    if j:
+        r_, c_ = j["array"]
+        ideal = -(-19 * 23 * 41 // (r_ * c_))
+        check(f"{dev}: ideal_cycles = ceil(MNK/RC)", j["ideal_cycles"] == ideal, j["ideal_cycles"])
+        check(f"{dev}: macs = MNK", j["macs"] == 19 * 23 * 41, j["macs"])
+        check(f"{dev}: utilization = ideal/cycles", abs(j["utilization"] - ideal / j["cycles"]) < 1e-9)
+    r = run("gemm", "--device", dev, "--m", "8", "--n", "9", "--k", "10", "--out", "int8", "--relu", "--bias",
+            "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(f"{dev}: gemm int8 has requantization keys", (GEMM_KEYS | INT8_KEYS) <= j.keys(), r.stderr)
+    check(f"{dev}: relu sets act_min = out_zp", j.get("act_min") == j.get("out_zp"))
+
+with tempfile.TemporaryDirectory() as tmp:
+    r = run("gemm", "--device", "model", "--m", "5", "--n", "7", "--k", "3", "--out", "int8", "--bias",
+            "--dump", tmp, "--seed", "9")
+    check("dump: exit 0", r.returncode == 0, r.stderr)
+    expect = {"a.npy": ("|i1", (5, 3), 1), "b.npy": ("|i1", (3, 7), 1), "c.npy": ("|i1", (5, 7), 1),
+              "bias.npy": ("<i4", (7,), 4), "mult.npy": ("<i4", (7,), 4), "shift.npy": ("|i1", (7,), 1)}
+    for name, (dtype, shape, size) in expect.items():
+        path = pathlib.Path(tmp) / name
+        if not path.exists():
+            check(f"dump: {name} written", False)
+            continue
+        h, body = read_npy(path)
+        n = 1
+        for d in shape:
+            n *= d
+        check(f"dump: {name} dtype {dtype} shape {shape}",
+              h["descr"] == dtype and tuple(h["shape"]) == shape and len(body) == n * size, h)
+    # The dumped operands reproduce the dumped result (int32 path, checked in Python).
+    r = run("gemm", "--device", "model", "--m", "4", "--n", "6", "--k", "5", "--dump", tmp + "/i32", "--seed", "3")
+    _, a = read_npy(tmp + "/i32/a.npy")
+    _, b = read_npy(tmp + "/i32/b.npy")
+    _, c = read_npy(tmp + "/i32/c.npy")
+    a = struct.unpack("<20b", a)
+    b = struct.unpack("<30b", b)
+    c = struct.unpack("<24i", c)
+    want = [sum(a[m * 5 + k] * b[k * 6 + n] for k in range(5)) for m in range(4) for n in range(6)]
+    check("dump: c.npy equals a.npy @ b.npy", list(c) == want)
+
+for args, needle in [
+    ((), "usage"),
+    (("frobnicate",), "unknown command"),
+    (("gemm", "--m", "4", "--n", "4", "--k", "4"), "device"),
+    (("gemm", "--device", "model", "--m", "0", "--n", "4", "--k", "4"), "--m"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--out", "fp8"), "--out"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "999999"), "--k"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "5000"), "k_max"),
+    (("gemm", "--device", "gpu9", "--m", "4", "--n", "4", "--k", "4"), "unknown device"),
+    (("gemm", "--device", "model?preset=huge", "--m", "4", "--n", "4", "--k", "4"), "preset"),
+    (("gemm", "--device", "model?colour=red", "--m", "4", "--n", "4", "--k", "4"), "unknown option"),
+    (("gemm", "--device", "model", "--m", "four", "--n", "4", "--k", "4"), "--m"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--relu"), "--relu"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--bogus"), "bogus"),
+]:
+    r = run(*args)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    check(f"bad usage {' '.join(args) or '(none)'}: exit 2 with a message naming '{needle}'",
+          r.returncode == 2 and lines and needle in r.stderr, f"rc={r.returncode} stderr={r.stderr!r}")
+
+r = run("devices", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("devices --json: exit 0 and schema_version 1", r.returncode == 0 and j.get("schema_version") == 1, r.stderr)
+kinds = {d["kind"]: d for d in j.get("devices", [])}
+check("devices: lists model, rtl, xdma, cpu, cuda", {"model", "rtl", "xdma", "cpu", "cuda"} <= kinds.keys())
+check("devices: model available with its array", kinds.get("model", {}).get("array") == [16, 16])
+check("devices: no FPGA card here, said plainly", kinds.get("xdma", {}).get("available") is False
+      and "card" in kinds.get("xdma", {}).get("reason", ""))
+if WITH_RTL:
+    check("devices: rtl available", kinds.get("rtl", {}).get("available") is True, kinds.get("rtl"))
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,135 @@
+#include "harness.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tessera::test {
+
+namespace {
+uint64_t up(uint64_t v) { return (v + spec::kAlignBytes - 1) / spec::kAlignBytes * spec::kAlignBytes; }
+}  // namespace
+
+Mirror::Mirror(const std::string& spec)
+    : dev_(driver::DeviceSpec::parse(spec)), cfg_(dev_.properties().engine()), host_(dev_.properties().mem_bytes) {}
+
+uint64_t Mirror::alloc(uint64_t bytes) {
+  driver::Buffer b = dev_.alloc(bytes);
+  const uint64_t addr = b.addr();
+  // Fresh device memory may hold an earlier test's bytes: start both sides from the same zeros.
+  const std::vector<uint8_t> zeros(b.size(), 0);
+  dev_.write(b, 0, zeros);
+  host_.write(addr, zeros);
+  bufs_.emplace(addr, std::move(b));
+  return addr;
+}
+
+void Mirror::write(uint64_t addr, std::span<const uint8_t> bytes) {
+  dev_.backend().mem_write(addr, bytes);
+  host_.write(addr, bytes);
+}
+
+void Mirror::fill(uint64_t addr, uint64_t bytes, std::mt19937_64& rng) {
+  std::vector<uint8_t> v(bytes);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  write(addr, v);
+}
+
+Descriptor Mirror::gemm(const Shape& s, std::mt19937_64& rng) {
+  Descriptor d;
+  d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
+  d.out_mode = static_cast<uint8_t>(s.int8 ? spec::OutMode::kInt8 : spec::OutMode::kInt32);
+  d.flags = (s.bias ? spec::desc::FLAG_BIAS : 0) | (s.acc ? spec::desc::FLAG_ACCUMULATE : 0);
+  d.m = s.m, d.n = s.n, d.k = s.k;
+  const uint64_t al = spec::kAlignBytes;
+  d.lda = static_cast<uint32_t>(up(s.k) + s.pad_a * al);
+  d.ldb = static_cast<uint32_t>(up(s.n) + s.pad_b * al);
+  d.ldc = static_cast<uint32_t>(up(uint64_t{s.n} * d.out_bytes()) + s.pad_c * al);
+  d.ldcin = static_cast<uint32_t>(up(4ull * s.n) + s.pad_cin * al);
+  d.a_addr = alloc(uint64_t{s.m} * d.lda);
+  d.b_addr = alloc(uint64_t{s.k} * d.ldb);
+  d.c_addr = alloc(uint64_t{s.m} * d.ldc);
+  fill(d.a_addr, uint64_t{s.m} * d.lda, rng);
+  fill(d.b_addr, uint64_t{s.k} * d.ldb, rng);
+  fill(d.c_addr, uint64_t{s.m} * d.ldc, rng);  // stale bytes around C must survive
+  if (s.acc) {
+    d.cin_addr = alloc(uint64_t{s.m} * d.ldcin);
+    fill(d.cin_addr, uint64_t{s.m} * d.ldcin, rng);
+  }
+  if (s.bias) {
+    d.bias_addr = alloc(4ull * s.n);
+    fill(d.bias_addr, 4ull * s.n, rng);
+  }
+  if (s.int8) {
+    d.mult_addr = alloc(4ull * s.n);
+    d.shift_addr = alloc(s.n);
+    std::vector<uint8_t> mult(4ull * s.n), shift(s.n);
+    const int base = static_cast<int>(std::floor(std::log2(40.0 / (5461.0 * std::sqrt(double(s.k))))));
+    std::uniform_int_distribution<int32_t> mul(1 << 30, std::numeric_limits<int32_t>::max());
+    std::uniform_int_distribution<int> jitter(-2, 2), zp(-20, 20);
+    for (uint32_t n = 0; n < s.n; ++n) {
+      const int32_t m = mul(rng);
+      std::memcpy(&mult[4ull * n], &m, 4);
+      shift[n] = static_cast<uint8_t>(std::clamp(base + jitter(rng), spec::kShiftMin, spec::kShiftMax));
+    }
+    write(d.mult_addr, mult);
+    write(d.shift_addr, shift);
+    d.out_zp = static_cast<int8_t>(zp(rng));
+    d.act_min = s.relu ? d.out_zp : -128;
+    d.act_max = 127;
+  }
+  d.tag = static_cast<uint32_t>(rng());
+  return d;
+}
+
+Fault Mirror::run(const std::vector<Descriptor>& descs) {
+  // The golden model, in order, up to the first fault (where the engine halts).
+  Fault want;
+  for (const auto& d : descs) {
+    want = execute(d, 0, host_, cfg_);
+    if (want) break;
+  }
+  Fault got;
+  try {
+    dev_.wait(dev_.submit(descs));
+  } catch (const driver::EngineFault& e) {
+    got = {e.code, e.addr};
+    INFO(e.what());
+  }
+  INFO("device " << dev_.properties().spec << ": golden fault " << describe(want) << ", device fault "
+                 << describe(got));
+  REQUIRE(got.code == want.code);
+  if (want.code == spec::ErrorCode::kAlign || want.code == spec::ErrorCode::kStride ||
+      want.code == spec::ErrorCode::kAddr || want.code == spec::ErrorCode::kParam)
+    if (want.addr != 0) CHECK(got.addr == want.addr);  // value-based addresses (not the ring slot's)
+  if (want) return want;
+
+  // Every byte of every buffer, so a write outside C is caught as well as a wrong one.
+  for (const auto& [addr, buf] : bufs_) {
+    std::vector<uint8_t> dev(buf.size()), host(buf.size());
+    dev_.read(buf, 0, dev);
+    host_.read(addr, host);
+    if (dev != host) {
+      size_t i = 0;
+      while (dev[i] == host[i]) ++i;
+      FAIL(fmt::format("buffer at {:#x}: first difference at +{:#x}: device {:#04x}, golden model {:#04x}", addr, i,
+                       dev[i], host[i]));
+    }
+  }
+  if (auto sb = dev_.backend().scoreboard()) {
+    INFO("scoreboard: " << sb->second);
+    CHECK(sb->first);
+  }
+  return {};
+}
+
+Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k) {
+  std::uniform_int_distribution<uint32_t> mn(1, max_mn), k(1, max_k), coin(0, 1), pad(0, 3);
+  Shape s;
+  s.m = mn(rng), s.n = mn(rng), s.k = k(rng);
+  s.int8 = coin(rng), s.bias = coin(rng), s.acc = coin(rng), s.relu = s.int8 && coin(rng);
+  if (coin(rng)) s.pad_a = pad(rng), s.pad_b = pad(rng), s.pad_c = pad(rng), s.pad_cin = pad(rng);
+  return s;
+}
+
+}  // namespace tessera::test

@@ -1,0 +1,51 @@
+// Cosimulation harness: every buffer lives both on the device and in a host mirror of its memory.
+// The golden model runs the same descriptors on the mirror; afterwards every byte of every buffer
+// must agree, and the platform's scoreboard (rtl) must have seen no wrong write.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "tessera/driver.hpp"
+
+namespace tessera::test {
+
+struct Shape {
+  uint32_t m = 16, n = 16, k = 16;
+  bool int8 = false, bias = false, acc = false, relu = false;
+  uint32_t pad_a = 0, pad_b = 0, pad_c = 0, pad_cin = 0;  // extra row pitch, in alignment units
+};
+
+class Mirror {
+ public:
+  explicit Mirror(const std::string& spec);
+
+  driver::Device& device() { return dev_; }
+  const EngineConfig& config() const { return cfg_; }
+  Memory& host() { return host_; }
+
+  uint64_t alloc(uint64_t bytes);
+  void write(uint64_t addr, std::span<const uint8_t> bytes);
+  void fill(uint64_t addr, uint64_t bytes, std::mt19937_64& rng);
+
+  // Buffers with random contents for one GEMM; shifts are drawn so outputs spread over int8.
+  Descriptor gemm(const Shape& s, std::mt19937_64& rng);
+
+  // Runs `descs` on the golden model and the device and compares. Returns the fault both agree on
+  // (none when the descriptors are good).
+  Fault run(const std::vector<Descriptor>& descs);
+
+ private:
+  driver::Device dev_;
+  EngineConfig cfg_;
+  Memory host_;
+  std::map<uint64_t, driver::Buffer> bufs_;
+};
+
+// A random shape that stays within the engine's limits and a test's cycle budget.
+Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k);
+
+}  // namespace tessera::test

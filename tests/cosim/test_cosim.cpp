@@ -1,0 +1,268 @@
+// Cosimulation: the RTL (rtl backend, its own simulator process per test case) against the
+// golden model, byte for byte, plus the platform's scoreboard.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <tuple>
+
+#include "harness.hpp"
+#include "seed.hpp"
+
+using namespace tessera;
+using test::Mirror;
+using test::Shape;
+
+namespace {
+
+std::string rtl(const std::string& preset) { return "rtl?preset=" + preset; }
+
+void random_gemms(const std::string& preset, int count, uint32_t max_mn, uint32_t max_k) {
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl(preset));
+  std::vector<Descriptor> ds;
+  for (int i = 0; i < count; ++i) {
+    const Shape s = test::random_shape(rng, max_mn, max_k);
+    INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " int8=" << s.int8
+                 << " bias=" << s.bias << " acc=" << s.acc << " relu=" << s.relu);
+    ds.push_back(mx.gemm(s, rng));
+  }
+  INFO("seed " << seed);
+  mx.run(ds);
+}
+
+}  // namespace
+
+TEST_CASE("cosim: every output mode and flag back to back", "[cosim]") {
+  std::mt19937_64 rng(11);
+  Mirror mx(rtl("default"));
+  std::vector<Descriptor> ds;
+  for (int int8 = 0; int8 < 2; ++int8)
+    for (int bias = 0; bias < 2; ++bias)
+      for (int acc = 0; acc < 2; ++acc)
+        for (int relu = 0; relu <= int8; ++relu)
+          ds.push_back(mx.gemm({.m = 37, .n = 45, .k = 70, .int8 = bool(int8), .bias = bool(bias),
+                                .acc = bool(acc), .relu = bool(relu)},
+                               rng));
+  mx.run(ds);
+}
+
+TEST_CASE("cosim: M or N or K of 1", "[cosim]") {
+  std::mt19937_64 rng(12);
+  Mirror mx(rtl("default"));
+  std::vector<Descriptor> ds;
+  for (const auto& [m, n, k] : {std::tuple{1u, 1u, 1u}, {1u, 40u, 1u}, {40u, 1u, 1u}, {1u, 1u, 300u}, {33u, 17u, 1u},
+                                {1u, 33u, 65u}})
+    for (bool int8 : {false, true}) ds.push_back(mx.gemm({.m = m, .n = n, .k = k, .int8 = int8, .bias = true}, rng));
+  mx.run(ds);
+}
+
+TEST_CASE("cosim: shapes that are not multiples of the array and large strides", "[cosim]") {
+  std::mt19937_64 rng(13);
+  Mirror mx(rtl("default"));
+  mx.run({mx.gemm({.m = 17, .n = 33, .k = 65, .int8 = true, .bias = true}, rng),
+          mx.gemm({.m = 31, .n = 15, .k = 129, .acc = true}, rng),
+          mx.gemm({.m = 50, .n = 47, .k = 100, .int8 = true, .pad_a = 64, .pad_b = 63, .pad_c = 65}, rng),
+          mx.gemm({.m = 20, .n = 70, .k = 33, .acc = true, .pad_a = 3, .pad_b = 100, .pad_c = 7, .pad_cin = 129}, rng)});
+}
+
+TEST_CASE("cosim: -128 and 127 extremes at K = k_max with saturation and wraparound", "[cosim]") {
+  std::mt19937_64 rng(14);
+  Mirror mx(rtl("default"));
+  const uint32_t K = mx.config().k_max;
+  Descriptor big = mx.gemm({.m = 18, .n = 20, .k = K, .bias = true, .acc = true}, rng);
+  // A all -128, B alternating -128/127 by column: sums of +-2^14 * 4096 = +-2^26 per output.
+  std::vector<uint8_t> a(uint64_t{big.m} * big.lda, 0x80), b(uint64_t{big.k} * big.ldb);
+  for (uint64_t i = 0; i < b.size(); ++i) b[i] = (i % big.ldb) % 2 ? 0x7f : 0x80;
+  mx.write(big.a_addr, a);
+  mx.write(big.b_addr, b);
+  std::vector<uint8_t> bias(4ull * big.n);
+  for (uint32_t n = 0; n < big.n; ++n) {
+    const int32_t v = n % 2 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+    std::memcpy(&bias[4 * n], &v, 4);  // wraps the int32 sum
+  }
+  mx.write(big.bias_addr, bias);
+  // int8 with the largest multiplier and left shifts: saturates both ways; one column at shift 31.
+  Descriptor sat = mx.gemm({.m = 16, .n = 16, .k = 64, .int8 = true}, rng);
+  std::vector<uint8_t> mult(4ull * sat.n), shift(sat.n);
+  for (uint32_t n = 0; n < sat.n; ++n) {
+    const int32_t v = n == 0 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+    std::memcpy(&mult[4 * n], &v, 4);
+    shift[n] = static_cast<uint8_t>(n < 8 ? n * 4 : 31 - n);
+  }
+  mx.write(sat.mult_addr, mult);
+  mx.write(sat.shift_addr, shift);
+  mx.run({big, sat});
+}
+
+TEST_CASE("cosim: accumulate chain in place", "[cosim]") {
+  std::mt19937_64 rng(15);
+  Mirror mx(rtl("default"));
+  Descriptor first = mx.gemm({.m = 40, .n = 36, .k = 50}, rng);
+  std::vector<Descriptor> chain = {first};
+  for (uint32_t i = 0; i < 4; ++i) {
+    Descriptor d = mx.gemm({.m = 40, .n = 36, .k = 50u + 13u * i, .bias = i % 2 == 1}, rng);
+    d.c_addr = first.c_addr;  // C += A_i B_i, read and written in place
+    d.ldc = first.ldc;
+    d.cin_addr = first.c_addr;
+    d.ldcin = first.ldc;
+    d.flags |= spec::desc::FLAG_ACCUMULATE;
+    chain.push_back(d);
+  }
+  mx.run(chain);
+}
+
+TEST_CASE("cosim: ring wrap-around with hundreds of descriptors", "[cosim]") {
+  std::mt19937_64 rng(16);
+  Mirror mx(rtl("small"));
+  std::vector<Descriptor> ds;
+  Descriptor nop;
+  nop.opcode = static_cast<uint8_t>(spec::Opcode::kNop);
+  for (int i = 0; i < 300; ++i) {
+    if (i % 3 == 0)
+      ds.push_back(nop);
+    else
+      ds.push_back(mx.gemm({.m = 5, .n = 6, .k = 7, .int8 = i % 2 == 0, .bias = true}, rng));
+  }
+  mx.run(ds);
+  CHECK(mx.device().counters().completed == 300);
+}
+
+TEST_CASE("cosim: random GEMMs on the small preset", "[cosim][random]") { random_gemms("small", 16, 40, 200); }
+TEST_CASE("cosim: random GEMMs on the default preset", "[cosim][random]") { random_gemms("default", 10, 70, 300); }
+TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random]") { random_gemms("large", 5, 80, 200); }
+
+// ---------------------------------------------------------------- errors
+
+namespace {
+
+// Runs a bad descriptor, expects `code`, then recovers with soft reset and runs a good GEMM.
+void expect_error(const std::string& spec, spec::ErrorCode code,
+                  const std::function<std::vector<Descriptor>(Mirror&, std::mt19937_64&)>& make) {
+  std::mt19937_64 rng(21);
+  Mirror mx(spec);
+  const Fault f = mx.run(make(mx, rng));
+  CHECK(f.code == code);
+  auto& dev = mx.device();
+  const uint32_t status = dev.backend().csr_read(spec::csr::STATUS);
+  CHECK((status & spec::csr::STATUS_HALTED_MASK) != 0);
+  CHECK(dev.backend().wait_irq(0));  // the ERROR interrupt is raised
+  dev.soft_reset();
+  CHECK(dev.backend().csr_read(spec::csr::ERR_CODE) == 0);
+  CHECK(dev.backend().csr_read(spec::csr::STATUS) == 0);
+  mx.run({mx.gemm({.m = 20, .n = 20, .k = 20, .int8 = true, .bias = true}, rng)});
+}
+
+}  // namespace
+
+TEST_CASE("cosim errors: unknown opcode", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kOpcode, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.opcode = 0x5a;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: unknown output mode", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kMode, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.out_mode = 2;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: zero and out-of-range dimensions", "[cosim][errors]") {
+  expect_error(rtl("small"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
+    Descriptor ok = mx.gemm({}, rng), zero = ok;
+    zero.n = 0;
+    return std::vector<Descriptor>{ok, zero};  // the good one completes, the bad one halts
+  });
+  expect_error(rtl("small"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.k = mx.config().k_max + 1;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: bad quantization parameters", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kParam, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.int8 = true}, rng);
+    d.act_min = 5, d.act_max = -5;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: shift out of range is named by address", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kParam, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.m = 40, .n = 40, .k = 30, .int8 = true}, rng);
+    const uint8_t bad = 0xd0;  // -48
+    mx.write(d.shift_addr + 35, std::span<const uint8_t>(&bad, 1));
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: misaligned address and stride", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kAlign, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.b_addr += 32;
+    return std::vector<Descriptor>{d};
+  });
+  expect_error(rtl("default"), spec::ErrorCode::kAlign, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.acc = true}, rng);
+    d.ldcin += 4;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: stride shorter than the row", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kStride, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.m = 8, .n = 100, .k = 8}, rng);
+    d.ldc = 256;  // 100 int32 need 400 bytes
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: address beyond the engine's address width", "[cosim][errors]") {
+  expect_error(rtl("default"), spec::ErrorCode::kAddr, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.c_addr |= 1ull << 40;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: bad ring set-up", "[cosim][errors]") {
+  std::mt19937_64 rng(22);
+  Mirror mx(rtl("default"));
+  auto& dev = mx.device();
+  dev.backend().csr_write(spec::csr::RING_SIZE, 3);  // not a power of two
+  const Descriptor d = mx.gemm({}, rng);
+  try {
+    dev.wait(dev.submit(std::span<const Descriptor>(&d, 1)));
+    FAIL("no error");
+  } catch (const driver::EngineFault& e) {
+    CHECK(e.code == spec::ErrorCode::kRing);
+    CHECK(e.addr == 3);
+  }
+  dev.soft_reset();
+  mx.run({mx.gemm({.int8 = true}, rng)});
+}
+
+TEST_CASE("cosim errors: AXI SLVERR on a read then recovery", "[cosim][errors]") {
+  // The first buffer allocated after the ring starts at 32 KiB: make a byte of A fail.
+  std::mt19937_64 rng(23);
+  Mirror mx(rtl("default") + "&slverr=0x8040");
+  const Descriptor d = mx.gemm({.m = 30, .n = 30, .k = 70}, rng);
+  REQUIRE(d.a_addr == 0x8000);
+  auto& dev = mx.device();
+  try {
+    dev.wait(dev.submit(std::span<const Descriptor>(&d, 1)));
+    FAIL("no error");
+  } catch (const driver::EngineFault& e) {
+    CHECK(e.code == spec::ErrorCode::kAxiRd);
+    CHECK(e.addr <= 0x8040);
+    CHECK(e.addr + 4096 > 0x8040);
+  }
+  dev.soft_reset();
+  // A GEMM that does not touch the failing address runs clean.
+  mx.run({mx.gemm({.m = 30, .n = 30, .k = 70, .int8 = true}, rng)});
+}
