@@ -250,7 +250,8 @@ module tsr_ctrl #(
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_AXI_WR;
       error_addr = 64'(wr_err_addr_i);
-    end else if (state_q == CIdle && enable_i && !reset_req_q && head_q != ring_tail_i && ring_bad) begin
+    end else if (state_q == CIdle && enable_i && !reset_req_q && !clear_q && head_q != ring_tail_i &&
+                 ring_bad) begin
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_RING;
       error_addr = ring_bad_val;
@@ -275,7 +276,8 @@ module tsr_ctrl #(
     irq_error_o = 1'b0;
 
     unique case (state_q)
-      CIdle:     if (enable_i && head_q != ring_tail_i) state_d = CFetch;
+      // Not while the soft reset's clear lands: head and tail are being zeroed.
+      CIdle:     if (enable_i && !clear_q && head_q != ring_tail_i) state_d = CFetch;
       CFetch:    if (desc_req_ready_i) state_d = CWaitDesc;
       CWaitDesc: if (desc_beat_valid_i && desc_beat_last_i) state_d = CDecode;
       CDecode:   state_d = CCheck;
@@ -330,7 +332,9 @@ module tsr_ctrl #(
   assign desc_req_valid_o = state_q == CFetch;
   assign desc_req_addr_o  = AddrWidth'(desc_addr);
   assign clear_o          = clear_q;
-  assign status_o         = {state_q == CReset, state_q == CAbort || state_q == CHalted,
+  // RESETTING shows from the cycle after the CTRL write, so a read that follows it sees the reset.
+  assign status_o         = {soft_reset_i || reset_req_q || state_q == CReset || clear_q,
+                             state_q == CAbort || state_q == CHalted,
                              state_q != CIdle && state_q != CHalted};
 
   // ---------------------------------------------------------------- counters

@@ -128,9 +128,15 @@ TEST_CASE("cosim: ring wrap-around with hundreds of descriptors", "[cosim]") {
   CHECK(mx.device().counters().completed == 300);
 }
 
-TEST_CASE("cosim: random GEMMs on the small preset", "[cosim][random]") { random_gemms("small", 16, 40, 200); }
-TEST_CASE("cosim: random GEMMs on the default preset", "[cosim][random]") { random_gemms("default", 10, 70, 300); }
-TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random]") { random_gemms("large", 5, 80, 200); }
+TEST_CASE("cosim: random GEMMs on the small preset", "[cosim][random]") { random_gemms("small", 60, 40, 300); }
+TEST_CASE("cosim: random GEMMs on the default preset", "[cosim][random]") { random_gemms("default", 40, 100, 600); }
+TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random]") { random_gemms("large", 20, 120, 400); }
+
+TEST_CASE("cosim: a transformer-sized GEMM with every epilogue stage", "[cosim]") {
+  std::mt19937_64 rng(17);
+  Mirror mx(rtl("default"));
+  mx.run({mx.gemm({.m = 128, .n = 200, .k = 768, .int8 = true, .bias = true, .acc = true}, rng)});
+}
 
 // ---------------------------------------------------------------- errors
 
