@@ -1,7 +1,7 @@
 // Store unit: buffers finished rows (2 x Rows deep, which the sequencer's credits never overrun)
-// and writes each as one AXI4 INCR burst. A row segment is Cols x (1 or 4) bytes at an address
-// that is a multiple of its size, so it never crosses a 4 KB boundary; bytes past N are masked
-// with WSTRB. Bursts in flight are bounded by MaxWrites; a failing response reports its address.
+// and writes each as an AXI4 INCR burst, or two where the row crosses a 4 KB boundary (a row of
+// Cols int32 can be wider than the alignment). Bytes past N are masked with WSTRB. Bursts in
+// flight are bounded by MaxWrites; a failing response reports its burst's address.
 module tsr_store #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -82,27 +82,37 @@ module tsr_store #(
   assign buf_strb = ~({BufBytes{1'b1}} << nbytes) << lane;
   assign nbeats   = (BeatW+1)'((($clog2(BufBytes)+1)'(lane) + nbytes + ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
 
+  // The row in flight: its data, strobes, beat count, and the burst being sent
+  // (beats [first_q, end_q) of the row, at addr_q).
   logic busy_q, busy_d, aw_done_q, aw_done_d;
   logic [BufBytes*8-1:0] data_q, data_d;
   logic [BufBytes-1:0]   strb_q, strb_d;
   logic [AddrWidth-1:0]  addr_q, addr_d;
-  logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d;
+  logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d, first_q, first_d, end_q, end_d;
+  logic [BeatW:0]        row_first_end, burst_beats;
+  logic [12:0]           page_beats;
   logic aw_fire, w_fire, out_full, out_empty;
-  logic [AddrWidth-1:0] out_addr;
+  logic [AddrWidth-1:0] out_addr, row_addr;
   logic [$clog2(MaxWrites):0] out_count;
   logic err_q, err_d;
   logic [AddrWidth-1:0] err_addr_q, err_addr_d;
 
+  // Beats left in the 4 KB page where the row starts; the first burst stops there.
+  assign row_addr      = {e_addr[AddrWidth-1:BeatShift], {BeatShift{1'b0}}};
+  assign page_beats    = (13'd4096 - {1'b0, row_addr[11:0]}) >> BeatShift;
+  assign row_first_end = (page_beats < 13'(nbeats)) ? (BeatW+1)'(page_beats) : nbeats;
+
   assign take        = !busy_q && !fifo_empty && !abort_i;
   assign m_awvalid_o = busy_q && !aw_done_q && !out_full;
   assign m_awaddr_o  = addr_q;
-  assign m_awlen_o   = 8'(beats_q) - 8'd1;
+  assign burst_beats = end_q - first_q;
+  assign m_awlen_o   = 8'(burst_beats) - 8'd1;
   assign m_awsize_o  = 3'(BeatShift);
   assign m_awburst_o = 2'b01;
-  assign m_wvalid_o  = busy_q && beat_q != beats_q;
+  assign m_wvalid_o  = busy_q && beat_q != end_q;
   assign m_wdata_o   = data_q[beat_q[BeatW-1:0]*AxiDataWidth +: AxiDataWidth];
   assign m_wstrb_o   = strb_q[beat_q[BeatW-1:0]*BeatBytes +: BeatBytes];
-  assign m_wlast_o   = beat_q == beats_q - 1'b1;
+  assign m_wlast_o   = beat_q == end_q - 1'b1;
   assign aw_fire     = m_awvalid_o && m_awready_i;
   assign w_fire      = m_wvalid_o && m_wready_i;
 
@@ -118,15 +128,28 @@ module tsr_store #(
     strb_d    = strb_q;
     addr_d    = addr_q;
     beats_d   = beats_q;
+    first_d   = first_q;
+    end_d     = end_q;
     beat_d    = beat_q + (BeatW+1)'(w_fire);
-    if (busy_q && aw_done_d && beat_d == beats_q) busy_d = 1'b0;
+    if (busy_q && aw_done_d && beat_d == end_q) begin
+      if (end_q == beats_q) begin
+        busy_d = 1'b0;
+      end else begin  // the rest of the row, from the next page
+        aw_done_d = 1'b0;
+        first_d   = end_q;
+        end_d     = beats_q;
+        addr_d    = addr_q + (AddrWidth'(burst_beats) << BeatShift);
+      end
+    end
     if (take) begin
       busy_d    = 1'b1;
       aw_done_d = 1'b0;
       data_d    = buf_data;
       strb_d    = buf_strb;
-      addr_d    = {e_addr[AddrWidth-1:BeatShift], {BeatShift{1'b0}}};
+      addr_d    = row_addr;
       beats_d   = nbeats;
+      first_d   = '0;
+      end_d     = row_first_end;
       beat_d    = '0;
     end
     if (clear_i) busy_d = 1'b0;
@@ -179,6 +202,8 @@ module tsr_store #(
     strb_q  <= strb_d;
     addr_q  <= addr_d;
     beats_q <= beats_d;
+    first_q <= first_d;
+    end_q   <= end_d;
   end
 
   logic unused_store;

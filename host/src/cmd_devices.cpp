@@ -81,7 +81,7 @@ int devices(const std::vector<std::string>& args) {
                   {"reason", "the CUDA backend is not part of this build yet"}});
 
   if (vm.count("json")) {
-    std::cout << nlohmann::json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";
+    std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{:<18} {:<10} {}\n", "DEVICE", "STATUS", "DETAILS");

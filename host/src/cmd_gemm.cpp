@@ -81,7 +81,7 @@ int gemm(const std::vector<std::string>& args) {
   const uint64_t cycles = out.counters.busy_cycles;
   const double util = cycles ? double(ideal) / double(cycles) : 0.0;
   if (vm.count("json")) {
-    nlohmann::json j = {{"schema_version", 1},
+    nlohmann::ordered_json j = {{"schema_version", 1},
                         {"device", pr.spec},
                         {"m", req.m},
                         {"n", req.n},

@@ -95,6 +95,14 @@ TEST_CASE("cosim: -128 and 127 extremes at K = k_max with saturation and wraparo
   mx.run({big, sat});
 }
 
+TEST_CASE("cosim: output rows that straddle a 4 KB page", "[cosim]") {
+  // Large preset: a row block of 32 int32 is 128 bytes, wider than the 64-byte alignment. With a
+  // row pitch of 4160 bytes, row m starts 64 * m bytes into its page, so row 63 crosses a page.
+  std::mt19937_64 rng(18);
+  Mirror mx(rtl("large"));
+  mx.run({mx.gemm({.m = 64, .n = 40, .k = 20, .bias = true, .acc = true, .pad_c = 63, .pad_cin = 63}, rng)});
+}
+
 TEST_CASE("cosim: accumulate chain in place", "[cosim]") {
   std::mt19937_64 rng(15);
   Mirror mx(rtl("default"));
