@@ -56,7 +56,6 @@ module tsr_loader #(
   output logic [1:0]            a_full_o,
   output logic [1:0]            b_full_o,
   output logic [1:0]            c_full_o,
-  output logic [1:0]            p_full_o,
   // to the read master
   output logic                  req_valid_o,
   input  logic                  req_ready_i,
@@ -70,7 +69,8 @@ module tsr_loader #(
 
   // ---------------------------------------------------------------- slot state
   logic [1:0] a_busy_q, b_busy_q, c_busy_q, p_busy_q;
-  logic [1:0] a_full_q, b_full_q, c_full_q, p_full_q;
+  // The tables' slot needs no full flag: they arrive before the B panel of the same block.
+  logic [1:0] a_full_q, b_full_q, c_full_q;
   logic [1:0] a_claim, b_claim, c_claim;
 
   // ---------------------------------------------------------------- B loader
@@ -325,7 +325,7 @@ module tsr_loader #(
   end
 
   // ---------------------------------------------------------------- slot flags
-  logic [1:0] a_busy_d, b_busy_d, c_busy_d, p_busy_d, a_full_d, b_full_d, c_full_d, p_full_d;
+  logic [1:0] a_busy_d, b_busy_d, c_busy_d, p_busy_d, a_full_d, b_full_d, c_full_d;
   always_comb begin
     a_busy_d = (a_busy_q | a_claim) & ~a_rel_i;
     b_busy_d = (b_busy_q | b_claim) & ~b_rel_i;
@@ -333,17 +333,15 @@ module tsr_loader #(
     c_busy_d = (c_busy_q | c_claim) & ~c_rel_i;
     a_full_d = (a_full_q | a_fill_i) & ~a_rel_i;
     b_full_d = (b_full_q | b_fill_i) & ~b_rel_i;
-    p_full_d = (p_full_q | b_fill_i) & ~p_rel_i;
     c_full_d = (c_full_q | c_fill_i) & ~c_rel_i;
     if (clear_i) begin
       {a_busy_d, b_busy_d, p_busy_d, c_busy_d} = '0;
-      {a_full_d, b_full_d, p_full_d, c_full_d} = '0;
+      {a_full_d, b_full_d, c_full_d} = '0;
     end
   end
   assign a_full_o = a_full_q;
   assign b_full_o = b_full_q;
   assign c_full_o = c_full_q;
-  assign p_full_o = p_full_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -351,13 +349,13 @@ module tsr_loader #(
       la_state_q     <= LaIdle;
       rr_q           <= 1'b0;
       {a_busy_q, b_busy_q, p_busy_q, c_busy_q} <= '0;
-      {a_full_q, b_full_q, p_full_q, c_full_q} <= '0;
+      {a_full_q, b_full_q, c_full_q} <= '0;
     end else begin
       lb_state_q     <= lb_state_d;
       la_state_q     <= la_state_d;
       rr_q           <= rr_d;
       {a_busy_q, b_busy_q, p_busy_q, c_busy_q} <= {a_busy_d, b_busy_d, p_busy_d, c_busy_d};
-      {a_full_q, b_full_q, p_full_q, c_full_q} <= {a_full_d, b_full_d, p_full_d, c_full_d};
+      {a_full_q, b_full_q, c_full_q} <= {a_full_d, b_full_d, c_full_d};
     end
   end
 

@@ -72,7 +72,6 @@ module tsr_seq #(
   localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
   localparam int unsigned Credits = 2 * Rows;   // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
-  localparam int unsigned RowShift = RowW;
 
   // ---------------------------------------------------------------- tile walk
   logic        running_q, running_d;
@@ -87,7 +86,7 @@ module tsr_seq #(
   logic        cur_bslot, cur_nblast, cur_final;
   logic [RowW:0] cur_vr;
   logic [ColW:0] cur_vc;
-  logic        can_start, start_tile, emit, tiles_left;
+  logic        start_tile, emit, tiles_left;
   logic [KW:0] emit_k;
   logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
 
@@ -105,10 +104,10 @@ module tsr_seq #(
   logic info_full, info_empty, info_pop;
   logic [2:0] info_count;
 
-  assign can_start  = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
+  // A tile starts when its operands are in, the array is free and its rows have room to go.
+  assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
                       a_full_i[tile_q] && b_full_i[cur_bslot] && (!acc_i || c_full_i[tile_q]) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_vr) && !info_full;
-  assign start_tile = can_start;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
   assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
@@ -145,7 +144,7 @@ module tsr_seq #(
         c_tile_d    = c_col_d;
       end else begin
         rows_left_d = rows_left_q - 16'(Rows);
-        c_tile_d    = c_tile_q + (ldc_i << RowShift);
+        c_tile_d    = c_tile_q + (ldc_i << RowW);
       end
     end
     if (done_o) running_d = 1'b0;

@@ -99,7 +99,7 @@ module tsr_top #(
   logic [AddrWidth-1:0] rsp_addr, rd_err_addr;
 
   // slots
-  logic [1:0] a_fill, b_fill, c_fill, a_rel, b_rel, c_rel, p_rel, a_full, b_full, c_full, p_full;
+  logic [1:0] a_fill, b_fill, c_fill, a_rel, b_rel, c_rel, p_rel, a_full, b_full, c_full;
 
   // scratchpad <-> sequencer <-> array
   logic [Rows-1:0] a_rd_slot, row_valid, row_first, row_last;
@@ -193,7 +193,7 @@ module tsr_top #(
     .desc_req_addr_i(desc_req_addr),
     .a_fill_i(a_fill), .b_fill_i(b_fill), .c_fill_i(c_fill),
     .a_rel_i(a_rel), .b_rel_i(b_rel), .c_rel_i(c_rel), .p_rel_i(p_rel),
-    .a_full_o(a_full), .b_full_o(b_full), .c_full_o(c_full), .p_full_o(p_full),
+    .a_full_o(a_full), .b_full_o(b_full), .c_full_o(c_full),
     .req_valid_o(req_valid), .req_ready_i(req_ready), .req_addr_o(req_addr),
     .req_beats_o(req_beats), .req_tag_o(req_tag)
   );
@@ -265,6 +265,4 @@ module tsr_top #(
     .m_bvalid_i(m_axi_bvalid_i), .m_bready_o(m_axi_bready_o), .m_bresp_i(m_axi_bresp_i)
   );
 
-  logic unused_top;
-  assign unused_top = ^p_full;
 endmodule

@@ -16,7 +16,7 @@ class ModelBackend final : public Backend {
   void csr_write(uint32_t offset, uint32_t value) override { model_.csr_write(offset, value); }
   void mem_write(uint64_t addr, std::span<const uint8_t> bytes) override { model_.memory().write(addr, bytes); }
   void mem_read(uint64_t addr, std::span<uint8_t> bytes) override { model_.memory().read(addr, bytes); }
-  uint64_t mem_size() const override { return const_cast<EngineModel&>(model_).memory().size(); }
+  uint64_t mem_size() const override { return model_.memory().size(); }
   bool wait_irq(uint64_t) override { return model_.irq(); }
   uint64_t cycles() override { return model_.cycles(); }
 

@@ -17,6 +17,7 @@ class EngineModel {
 
   const EngineConfig& config() const { return cfg_; }
   Memory& memory() { return mem_; }
+  const Memory& memory() const { return mem_; }
 
   uint32_t csr_read(uint32_t offset);
   void csr_write(uint32_t offset, uint32_t value);
