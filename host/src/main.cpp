@@ -39,10 +39,7 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
     return 2;
-  } catch (const tessera::driver::UsageError& e) {
-    std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::invalid_argument& e) {  // driver::UsageError and other bad input
     std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());
     return 2;
   } catch (const tessera::driver::DeviceError& e) {
