@@ -137,24 +137,10 @@ class RtlBackend final : public Backend {
   }
 
   void send(const void* p, size_t n) {
-    const auto* c = static_cast<const uint8_t*>(p);
-    while (n) {
-      const ssize_t w = ::write(out_, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) died();
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
+    if (!simproto::write_all(out_, p, n)) died();
   }
   void receive(void* p, size_t n) {
-    auto* c = static_cast<uint8_t*>(p);
-    while (n) {
-      const ssize_t r = ::read(in_, c, n);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) died();
-      c += r;
-      n -= static_cast<size_t>(r);
-    }
+    if (!simproto::read_all(in_, p, n)) died();
   }
   [[noreturn]] void died() {
     int status = 0;

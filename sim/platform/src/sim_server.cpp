@@ -24,27 +24,10 @@ namespace {
 
 int g_in = 0, g_out = -1;
 
-bool read_all(void* dst, size_t n) {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n) {
-    const ssize_t r = ::read(g_in, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
+bool read_all(void* dst, size_t n) { return simproto::read_all(g_in, dst, n); }
 
 void write_all(const void* src, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(src);
-  while (n) {
-    const ssize_t r = ::write(g_out, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) throw std::runtime_error("driver closed the pipe");
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
+  if (!simproto::write_all(g_out, src, n)) throw std::runtime_error("driver closed the pipe");
 }
 
 void respond(uint32_t status, uint64_t v0, uint64_t v1, const void* payload, uint64_t len) {

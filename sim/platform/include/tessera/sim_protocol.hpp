@@ -3,6 +3,10 @@
 // Little-endian fixed-size headers, each followed by `len` payload bytes.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera::simproto {
@@ -35,5 +39,31 @@ struct Response {
   uint64_t v0, v1;
   uint64_t len;
 };
+
+// Moves exactly n bytes over a pipe, retrying short transfers and EINTR; false when the other end
+// has gone (EOF or an error).
+inline bool read_all(int fd, void* dst, size_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+inline bool write_all(int fd, const void* src, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  while (n) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
 
 }  // namespace tessera::simproto
