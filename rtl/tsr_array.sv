@@ -2,6 +2,10 @@
 // behind row i-1), B operands at the top (column j one cycle behind column j-1); PE (i, j) sees
 // A[i][k] and B[k][j] together k + i + j cycles after the tile starts. row_o shows the finished
 // sums of row row_sel_i (Cols x int32).
+//
+// Simulation builds can force bits of one PE's result register (fault_pe_i = row * Cols + col; all
+// ones selects none), a stuck-at defect for the health checks to find. It is applied where that
+// register is read, so the other PEs carry no extra logic and the simulation keeps its speed.
 module tsr_array #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -16,6 +20,11 @@ module tsr_array #(
   input  logic [Rows-1:0]         last_i,
   input  logic [Cols*8-1:0]       b_i,
   input  logic [RowW-1:0]         row_sel_i,
+`ifndef SYNTHESIS
+  input  logic [15:0]             fault_pe_i,
+  input  logic [31:0]             fault_set_i,
+  input  logic [31:0]             fault_clr_i,
+`endif
   output logic [Cols*32-1:0]      row_o
 );
   // Links between neighbours: Cols+1 per row (horizontal), Rows+1 per column (vertical).
@@ -59,7 +68,13 @@ module tsr_array #(
   end
 
   for (genvar j = 0; j < Cols; j++) begin : g_row_out
+`ifndef SYNTHESIS
+    logic [31:0] sum;
+    assign sum = sums[row_sel_i*Cols+j];
+    assign row_o[j*32 +: 32] = fault_pe_i == 16'(row_sel_i*Cols+j) ? (sum | fault_set_i) & ~fault_clr_i : sum;
+`else
     assign row_o[j*32 +: 32] = sums[row_sel_i*Cols+j];
+`endif
   end
 
   // The links leaving the right and bottom edges go nowhere.

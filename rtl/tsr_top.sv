@@ -60,6 +60,12 @@ module tsr_top #(
   input  logic                      m_axi_bvalid_i,
   output logic                      m_axi_bready_o,
   input  logic [1:0]                m_axi_bresp_i,
+`ifndef SYNTHESIS
+  // fault injection for the health checks, simulation only (see tsr_array)
+  input  logic [15:0]               fault_pe_i,
+  input  logic [31:0]               fault_set_i,
+  input  logic [31:0]               fault_clr_i,
+`endif
   output logic                      irq_o
 );
   localparam int unsigned KW = $clog2(KMax);
@@ -232,7 +238,11 @@ module tsr_top #(
   tsr_array #(.Rows(Rows), .Cols(Cols)) u_array (
     .clk_i, .rst_ni, .clear_i(clear),
     .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
-    .b_i(b_data), .row_sel_i(row_sel), .row_o(arr_row)
+    .b_i(b_data), .row_sel_i(row_sel),
+`ifndef SYNTHESIS
+    .fault_pe_i, .fault_set_i, .fault_clr_i,
+`endif
+    .row_o(arr_row)
   );
 
   tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AddrWidth(AddrWidth)) u_seq (

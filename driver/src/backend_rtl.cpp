@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,7 @@ class RtlBackend final : public Backend {
                                      "--mem-max-reads", std::to_string(o.mem.max_reads),
                                      "--mem-max-writes", std::to_string(o.mem.max_writes)};
     if (spec.options.count("slverr")) args.insert(args.end(), {"--slverr", spec.options.at("slverr")});
+    if (o.fault) args.insert(args.end(), {"--fault", o.fault.str(), "--seed", std::to_string(o.seed)});
     if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
     if (spec.option("scoreboard", "1") == "0") args.push_back("--no-scoreboard");
 
@@ -68,13 +70,15 @@ class RtlBackend final : public Backend {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);  // read by the simulator before its main
-    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), environ);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     ::close(to_sim[0]);
     ::close(from_sim[1]);
     out_ = to_sim[1];
     in_ = from_sim[0];
     if (rc != 0) throw DeviceError(fmt::format("{}: cannot start '{}': {}", name_, exe, std::strerror(rc)));
+    pid_ = pid;
     const auto hello = call(simproto::Op::kHello);
     if (hello.v0 != simproto::kMagic) throw DeviceError(fmt::format("{}: '{}' is not tessera-sim", name_, exe));
     mem_size_ = hello.v1;
@@ -87,7 +91,7 @@ class RtlBackend final : public Backend {
     }
     if (out_ >= 0) ::close(out_);
     if (in_ >= 0) ::close(in_);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+    if (const pid_t pid = pid_.exchange(-1); pid > 0) ::waitpid(pid, nullptr, 0);
   }
 
   uint32_t csr_read(uint32_t offset) override {
@@ -102,18 +106,24 @@ class RtlBackend final : public Backend {
   }
   uint64_t mem_size() const override { return mem_size_; }
   bool wait_irq(uint64_t max_cycles) override { return call(simproto::Op::kRunUntilIrq, max_cycles).v0 != 0; }
+  void advance(uint64_t cycles) override { call(simproto::Op::kRun, cycles); }
+  // Killing the simulator ends a blocked call with EOF on the pipe, from any thread.
+  void abort() override {
+    if (const pid_t pid = pid_.load(); pid > 0) ::kill(pid, SIGKILL);
+  }
   uint64_t cycles() override { return call(simproto::Op::kCycles).v1; }
-  std::optional<std::pair<bool, std::string>> scoreboard() override {
+  std::optional<ScoreboardStatus> scoreboard() override {
     std::vector<uint8_t> text;
     call(simproto::Op::kScoreboard, 0, 0, {}, {}, &text);
     const auto j = nlohmann::json::parse(text.begin(), text.end());
-    const bool ok = j["mismatches"].get<uint64_t>() == 0 && j["protocol_error"].get<std::string>().empty();
+    const uint64_t mismatches = j["mismatches"].get<uint64_t>();
+    const bool ok = mismatches == 0 && j["protocol_error"].get<std::string>().empty();
     std::string detail = fmt::format("{} bytes in {} descriptors checked, {} mismatches",
                                      j["bytes_checked"].get<uint64_t>(), j["descriptors_checked"].get<uint64_t>(),
                                      j["mismatches"].get<uint64_t>());
     if (!j["first_mismatch"].get<std::string>().empty()) detail += "; first: " + j["first_mismatch"].get<std::string>();
     if (!j["protocol_error"].get<std::string>().empty()) detail += "; AXI rule broken: " + j["protocol_error"].get<std::string>();
-    return std::make_pair(ok, detail);
+    return ScoreboardStatus{ok, mismatches, detail};
   }
 
  private:
@@ -145,8 +155,7 @@ class RtlBackend final : public Backend {
   [[noreturn]] void died() {
     int status = 0;
     std::string how = "closed its pipe";
-    if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
-      pid_ = -1;
+    if (const pid_t pid = pid_.exchange(-1); pid > 0 && ::waitpid(pid, &status, 0) == pid) {
       how = WIFSIGNALED(status) ? fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
                                 : fmt::format("exited with status {}", WEXITSTATUS(status));
     }
@@ -157,7 +166,7 @@ class RtlBackend final : public Backend {
   }
 
   std::string name_;
-  pid_t pid_ = -1;
+  std::atomic<pid_t> pid_ = -1;
   int in_ = -1, out_ = -1;
   uint64_t mem_size_ = 0;
 };

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -8,6 +10,46 @@
 namespace tessera::driver {
 
 namespace csr = spec::csr;
+
+namespace detail {
+
+// The allocator's state. Buffers share it with the Device, so a Buffer destroyed after its Device
+// finds `open` false and leaves it alone.
+struct Heap {
+  std::map<uint64_t, uint64_t> free, used;  // address -> size; free blocks coalesced
+  bool open = true;
+
+  void release(uint64_t addr) {
+    const auto it = used.find(addr);
+    if (!open || it == used.end()) return;
+    uint64_t start = addr, size = it->second;
+    used.erase(it);
+    auto next = free.lower_bound(start);
+    if (next != free.end() && start + size == next->first) {
+      size += next->second;
+      next = free.erase(next);
+    }
+    if (next != free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == start) {
+        start = prev->first;
+        size += prev->second;
+        free.erase(prev);
+      }
+    }
+    free[start] = size;
+  }
+
+  // The allocated block that holds [addr, addr + len), if one does.
+  bool holds(uint64_t addr, uint64_t len) const {
+    auto it = used.upper_bound(addr);
+    if (it == used.begin()) return false;
+    --it;
+    return addr - it->first <= it->second && len <= it->second - (addr - it->first);
+  }
+};
+
+}  // namespace detail
 
 EngineConfig Properties::engine() const {
   EngineConfig c;
@@ -20,28 +62,38 @@ EngineConfig Properties::engine() const {
   return c;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept : dev_(o.dev_), addr_(o.addr_), size_(o.size_) { o.dev_ = nullptr; }
+Counters Counters::operator-(const Counters& o) const {
+  return {busy_cycles - o.busy_cycles, stall_cycles - o.stall_cycles, macs - o.macs,
+          read_bytes - o.read_bytes,   write_bytes - o.write_bytes,   completed - o.completed};
+}
+
+Buffer::Buffer(Buffer&& o) noexcept : heap_(std::move(o.heap_)), addr_(o.addr_), size_(o.size_) {}
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
-    if (dev_) dev_->release(addr_);
-    dev_ = o.dev_;
+    reset();
+    heap_ = std::move(o.heap_);
     addr_ = o.addr_;
     size_ = o.size_;
-    o.dev_ = nullptr;
   }
   return *this;
 }
-Buffer::~Buffer() {
-  if (dev_) dev_->release(addr_);
+Buffer::~Buffer() { reset(); }
+void Buffer::reset() {
+  if (heap_) heap_->release(addr_);
+  heap_.reset();
 }
 
-Device::Device(const DeviceSpec& spec) : spec_(spec) {
+Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<detail::Heap>()) {
+  const std::string completion = spec.option("completion", "irq");
+  if (completion != "irq" && completion != "poll")
+    throw UsageError(fmt::format("device '{}': completion={} is not irq or poll", spec.str(), completion));
+  polled_ = completion == "poll";
   if (spec.kind == "model")
     backend_ = make_model_backend(spec);
   else if (spec.kind == "rtl")
     backend_ = make_rtl_backend(spec);
   else
-    throw DeviceError(fmt::format("{}: the xdma backend is not built in this version", spec.str()));
+    backend_ = make_xdma_backend(spec);
 
   props_.spec = spec.str();
   props_.id = backend_->csr_read(csr::ID);
@@ -63,24 +115,27 @@ Device::Device(const DeviceSpec& spec) : spec_(spec) {
     if (p.rows == props_.rows && p.cols == props_.cols && p.k_max == props_.k_max &&
         p.axi_data_bits == props_.axi_bytes * 8)
       props_.preset = std::string(p.name);
-  if (props_.rows == 0 || props_.cols == 0 || props_.axi_bytes == 0 || props_.align == 0)
-    throw DeviceError(fmt::format("{}: configuration registers are implausible (CFG_ARRAY {:#x}, CFG_MEM {:#x})",
-                                  spec.str(), arr, mem));
+  if (props_.rows == 0 || props_.cols == 0 || props_.axi_bytes == 0 || props_.align == 0 ||
+      (props_.align & (props_.align - 1)))
+    throw DeviceError(fmt::format("{}: configuration registers are implausible (CFG_ARRAY {:#x}, CFG_MEM {:#x}, "
+                                  "CFG_ADDR {:#x})",
+                                  spec.str(), arr, mem, addr));
 
   ring_addr_ = 0;
   const uint64_t ring_bytes = uint64_t{kRingEntries} * spec::kDescBytes;
   if (props_.mem_bytes <= ring_bytes) throw DeviceError(fmt::format("{}: device memory too small", spec.str()));
-  free_[ring_bytes] = props_.mem_bytes - ring_bytes;
+  heap_->free[ring_bytes] = props_.mem_bytes - ring_bytes;
   soft_reset();
 }
 
-Device::~Device() = default;
+Device::~Device() { heap_->open = false; }
 
 void Device::soft_reset() {
   backend_->csr_write(csr::CTRL, csr::CTRL_SOFT_RESET_MASK);
   for (int i = 0; backend_->csr_read(csr::STATUS) & csr::STATUS_RESETTING_MASK; ++i) {
     if (i > 1000) throw DeviceError(fmt::format("{}: soft reset did not finish; {}", spec_.str(), state()));
-    backend_->wait_irq(100);
+    backend_->advance(100);
+    if (i > 10) std::this_thread::sleep_for(std::chrono::microseconds(100));  // hardware resets in real time
   }
   tail_ = submitted_ = 0;
   backend_->csr_write(csr::RING_BASE_LO, static_cast<uint32_t>(ring_addr_));
@@ -90,66 +145,83 @@ void Device::soft_reset() {
   backend_->csr_write(csr::CTRL, csr::CTRL_ENABLE_MASK);
 }
 
+uint64_t Device::free_bytes() const {
+  uint64_t f = 0;
+  for (const auto& [a, s] : heap_->free) f += s;
+  return f;
+}
+
 Buffer Device::alloc(uint64_t bytes, uint64_t align) {
   if (align == 0) align = props_.align;
+  if (align & (align - 1)) throw UsageError(fmt::format("alignment {} is not a power of two", align));
+  align = std::max<uint64_t>(align, props_.align);
   if (bytes == 0) bytes = 1;
+  if (bytes > props_.mem_bytes)
+    throw OutOfMemory(fmt::format("{}: {} bytes is more than the device's {} bytes of memory", spec_.str(), bytes,
+                                  props_.mem_bytes));
   bytes = (bytes + props_.align - 1) / props_.align * props_.align;
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
+  auto& free = heap_->free;
+  for (auto it = free.begin(); it != free.end(); ++it) {
     const uint64_t start = (it->first + align - 1) / align * align;
     if (start - it->first + bytes > it->second) continue;
     const uint64_t block = it->first, size = it->second;
-    free_.erase(it);
-    if (start > block) free_[block] = start - block;
-    if (start + bytes < block + size) free_[start + bytes] = block + size - start - bytes;
-    used_[start] = bytes;
-    return Buffer(this, start, bytes);
+    free.erase(it);
+    if (start > block) free[block] = start - block;
+    if (start + bytes < block + size) free[start + bytes] = block + size - start - bytes;
+    heap_->used[start] = bytes;
+    return Buffer(heap_, start, bytes);
   }
-  throw UsageError(fmt::format("{}: out of device memory allocating {} bytes ({} bytes free in {} blocks)",
-                               spec_.str(), bytes, [&] {
-                                 uint64_t f = 0;
-                                 for (const auto& [a, s] : free_) f += s;
-                                 return f;
-                               }(), free_.size()));
+  throw OutOfMemory(fmt::format("{}: out of device memory allocating {} bytes ({} bytes free in {} blocks)",
+                                spec_.str(), bytes, free_bytes(), free.size()));
 }
 
-void Device::release(uint64_t addr) {
-  const auto it = used_.find(addr);
-  if (it == used_.end()) return;
-  uint64_t start = addr, size = it->second;
-  used_.erase(it);
-  auto next = free_.lower_bound(start);
-  if (next != free_.end() && start + size == next->first) {
-    size += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == start) {
-      start = prev->first;
-      size += prev->second;
-      free_.erase(prev);
-    }
-  }
-  free_[start] = size;
+void Device::check_access(const Buffer& buf, const char* what, uint64_t offset, uint64_t len) const {
+  if (!buf) throw UsageError(fmt::format("{} an empty buffer (freed or moved from)", what));
+  if (buf.heap_ != heap_) throw UsageError(fmt::format("{} a buffer that belongs to another device", what));
+  if (offset > buf.size() || len > buf.size() - offset)
+    throw UsageError(fmt::format("{} a {}-byte buffer: {} bytes at offset {} run past its end", what, buf.size(), len,
+                                 offset));
 }
 
 void Device::write(const Buffer& buf, uint64_t offset, std::span<const uint8_t> bytes) {
-  if (!buf || buf.dev_ != this) throw UsageError("write to a buffer that is not allocated on this device");
-  if (offset > buf.size() || bytes.size() > buf.size() - offset)
-    throw UsageError(fmt::format("write of {} bytes at offset {} runs past the end of a {}-byte buffer",
-                                 bytes.size(), offset, buf.size()));
+  check_access(buf, "write to", offset, bytes.size());
   backend_->mem_write(buf.addr() + offset, bytes);
 }
 
 void Device::read(const Buffer& buf, uint64_t offset, std::span<uint8_t> bytes) {
-  if (!buf || buf.dev_ != this) throw UsageError("read from a buffer that is not allocated on this device");
-  if (offset > buf.size() || bytes.size() > buf.size() - offset)
-    throw UsageError(fmt::format("read of {} bytes at offset {} runs past the end of a {}-byte buffer",
-                                 bytes.size(), offset, buf.size()));
+  check_access(buf, "read from", offset, bytes.size());
   backend_->mem_read(buf.addr() + offset, bytes);
 }
 
-uint32_t Device::submit(std::span<const Descriptor> descs) {
+void Device::check_bounds(const Descriptor& d, size_t index) const {
+  if (static_cast<spec::Opcode>(d.opcode) != spec::Opcode::kGemm || d.m == 0 || d.n == 0 || d.k == 0) return;
+  const uint64_t ob = d.out_bytes();
+  const struct {
+    const char* name;
+    bool used;
+    uint64_t addr, rows, stride, row_bytes;
+  } regions[] = {
+      {"A", true, d.a_addr, d.m, d.lda, d.k},
+      {"B", true, d.b_addr, d.k, d.ldb, d.n},
+      {"C", true, d.c_addr, d.m, d.ldc, d.n * ob},
+      {"C_in", d.has(spec::desc::FLAG_ACCUMULATE), d.cin_addr, d.m, d.ldcin, 4ull * d.n},
+      {"bias", d.has(spec::desc::FLAG_BIAS), d.bias_addr, 1, 0, 4ull * d.n},
+      {"mult", d.int8_out(), d.mult_addr, 1, 0, 4ull * d.n},
+      {"shift", d.int8_out(), d.shift_addr, 1, 0, d.n},
+  };
+  for (const auto& r : regions) {
+    if (!r.used) continue;
+    const uint64_t len = (r.rows - 1) * r.stride + r.row_bytes;
+    if (!heap_->holds(r.addr, len))
+      throw UsageError(fmt::format("{}: descriptor {} (tag {}): {} at [{:#x}, {:#x}) is not inside one allocated "
+                                   "buffer (freed, never allocated, or too small for the shape and stride)",
+                                   spec_.str(), index, d.tag, r.name, r.addr, r.addr + len));
+  }
+}
+
+uint32_t Device::submit(std::span<const Descriptor> descs, BoundsCheck check) {
+  if (check == BoundsCheck::kOn)
+    for (size_t i = 0; i < descs.size(); ++i) check_bounds(descs[i], i);
   for (size_t i = 0; i < descs.size(); ++i) {
     // One slot stays empty so a full ring is distinguishable from an empty one.
     while (((tail_ + 1) & (kRingEntries - 1)) == backend_->csr_read(csr::RING_HEAD)) {
@@ -168,13 +240,21 @@ uint32_t Device::submit(std::span<const Descriptor> descs) {
 }
 
 std::string Device::state() {
-  return fmt::format("STATUS={:#x} RING_HEAD={} RING_TAIL={} COMPLETED={} ERR_CODE={} ERR_ADDR={:#x} "
-                     "CNT_BUSY={} cycle={}",
-                     backend_->csr_read(csr::STATUS), backend_->csr_read(csr::RING_HEAD),
-                     backend_->csr_read(csr::RING_TAIL), backend_->csr_read(csr::COMPLETED),
-                     backend_->csr_read(csr::ERR_CODE),
-                     backend_->csr_read(csr::ERR_ADDR_LO) | (uint64_t{backend_->csr_read(csr::ERR_ADDR_HI)} << 32),
-                     backend_->csr_read(csr::CNT_BUSY_LO), backend_->cycles());
+  const uint32_t status = backend_->csr_read(csr::STATUS);
+  std::string flags;
+  for (const auto& [mask, name] : {std::pair{csr::STATUS_BUSY_MASK, "BUSY"}, {csr::STATUS_HALTED_MASK, "HALTED"},
+                                   {csr::STATUS_RESETTING_MASK, "RESETTING"}})
+    if (status & mask) flags += (flags.empty() ? "" : "|") + std::string(name);
+  const auto code = static_cast<spec::ErrorCode>(backend_->csr_read(csr::ERR_CODE));
+  const uint64_t err_addr =
+      backend_->csr_read(csr::ERR_ADDR_LO) | (uint64_t{backend_->csr_read(csr::ERR_ADDR_HI)} << 32);
+  const Counters c = counters();
+  return fmt::format("engine state: STATUS={:#x} ({}) head={} tail={} completed={} last_tag={} error={} at {:#x} "
+                     "(ring slot {}); counters busy={} stall={} macs={} read_bytes={} write_bytes={}; cycle {}",
+                     status, flags.empty() ? "idle" : flags, backend_->csr_read(csr::RING_HEAD),
+                     backend_->csr_read(csr::RING_TAIL), c.completed, backend_->csr_read(csr::LAST_TAG),
+                     spec::to_string(code), err_addr, backend_->csr_read(csr::ERR_DESC), c.busy_cycles,
+                     c.stall_cycles, c.macs, c.read_bytes, c.write_bytes, backend_->cycles());
 }
 
 void Device::check_engine_error() {
@@ -187,8 +267,10 @@ void Device::check_engine_error() {
                     code, addr, slot);
 }
 
-void Device::wait(uint32_t fence, uint64_t max_idle_cycles) {
-  constexpr uint64_t kChunk = 1'000'000;
+void Device::wait(uint32_t fence, const WaitOptions& opts) {
+  constexpr uint64_t kChunk = 100'000;
+  const auto start = std::chrono::steady_clock::now();
+  auto done = [&](uint32_t completed) { return static_cast<int32_t>(completed - fence) >= 0; };
   // Progress is a completed descriptor or bus traffic; a long GEMM keeps moving bytes.
   auto progress = [&] {
     return std::array<uint32_t, 3>{backend_->csr_read(csr::COMPLETED), backend_->csr_read(csr::CNT_RD_BYTES_LO),
@@ -198,21 +280,34 @@ void Device::wait(uint32_t fence, uint64_t max_idle_cycles) {
   uint64_t idle = 0;
   int frozen = 0;  // waits in which the device's clock did not move (a model has nothing left to run)
   for (;;) {
-    if (static_cast<int32_t>(last[0] - fence) >= 0) return;
+    if (done(last[0])) return;
     check_engine_error();
     const uint64_t before = backend_->cycles();
-    backend_->wait_irq(std::min(kChunk, max_idle_cycles));
-    backend_->csr_write(csr::IRQ_STATUS, csr::IRQ_STATUS_DONE_MASK);
+    const uint64_t step = std::min(kChunk, opts.max_idle_cycles);
+    if (polled_) {
+      backend_->advance(step);
+    } else {
+      backend_->wait_irq(step);
+      backend_->csr_write(csr::IRQ_STATUS, csr::IRQ_STATUS_DONE_MASK);
+    }
     const auto now = progress();
     const uint64_t ran = backend_->cycles() - before;
     idle = now == last ? idle + ran : 0;
     frozen = (now == last && ran == 0) ? frozen + 1 : 0;
     last = now;
-    if ((idle >= max_idle_cycles || frozen > 3) && static_cast<int32_t>(last[0] - fence) < 0) {
+    if (done(last[0])) return;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (idle >= opts.max_idle_cycles || frozen > 3) {
       check_engine_error();
-      throw DeviceError(fmt::format("{}: watchdog: no completion and no bus traffic for {} cycles (waiting for "
-                                    "completion {}); {}",
-                                    spec_.str(), idle, fence, state()));
+      throw DeviceError(fmt::format("{}: watchdog: the engine is stuck, no completion and no bus traffic {} while "
+                                    "waiting for completion {}; {}",
+                                    spec_.str(), idle ? fmt::format("for {} cycles", idle) : "and no time passing",
+                                    fence, state()));
+    }
+    if (opts.timeout_s > 0 && waited > opts.timeout_s) {
+      check_engine_error();
+      throw DeviceError(fmt::format("{}: timed out after {:.1f} s waiting for completion {}; {}", spec_.str(), waited,
+                                    fence, state()));
     }
   }
 }

@@ -1,32 +1,23 @@
 #include "options.hpp"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include "tessera/parse.hpp"
 
 namespace tessera::driver {
 
-namespace {
-
-uint64_t number(const DeviceSpec& spec, const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
-  uint64_t v = 0;
-  int base = 10;
-  std::string_view t = text;
-  if (t.starts_with("0x")) {
-    base = 16;
-    t.remove_prefix(2);
-  }
-  const auto r = std::from_chars(t.data(), t.data() + t.size(), v, base);
-  if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size() || v < lo || v > hi)
-    throw UsageError(fmt::format("device '{}': option {}={} is not a number in [{}, {}]", spec.str(), key, text, lo, hi));
-  return v;
+uint64_t option_number(const DeviceSpec& spec, const std::string& key, uint64_t fallback, uint64_t lo, uint64_t hi) {
+  const auto it = spec.options.find(key);
+  if (it == spec.options.end()) return fallback;
+  if (const auto v = parse_uint(it->second, lo, hi)) return *v;
+  throw UsageError(
+      fmt::format("device '{}': option {}={} is not a number in [{}, {}]", spec.str(), key, it->second, lo, hi));
 }
-
-}  // namespace
 
 SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>& extra) {
   static const std::set<std::string> common = {"preset",         "mem_mb",        "mem_latency",
-                                               "mem_bytes_per_cycle", "mem_max_reads", "mem_max_writes"};
+                                               "mem_bytes_per_cycle", "mem_max_reads", "mem_max_writes",
+                                               "fault",          "seed",          "completion"};
   SimOptions o;
   for (const auto& [k, v] : spec.options) {
     if (!common.count(k) && !extra.count(k)) {
@@ -42,17 +33,26 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("device '{}': {}", spec.str(), e.what()));
   }
-  if (spec.options.count("mem_mb")) o.mem_bytes = number(spec, "mem_mb", spec.options.at("mem_mb"), 1, 1 << 16) << 20;
-  if (spec.options.count("mem_latency"))
-    o.mem.latency = static_cast<uint32_t>(number(spec, "mem_latency", spec.options.at("mem_latency"), 1, 100000));
-  if (spec.options.count("mem_bytes_per_cycle"))
-    o.mem.bytes_per_cycle = static_cast<uint32_t>(
-        number(spec, "mem_bytes_per_cycle", spec.options.at("mem_bytes_per_cycle"), 1, 1024));
-  if (spec.options.count("mem_max_reads"))
-    o.mem.max_reads = static_cast<uint32_t>(number(spec, "mem_max_reads", spec.options.at("mem_max_reads"), 1, 256));
-  if (spec.options.count("mem_max_writes"))
-    o.mem.max_writes =
-        static_cast<uint32_t>(number(spec, "mem_max_writes", spec.options.at("mem_max_writes"), 1, 256));
+  o.mem_bytes = option_number(spec, "mem_mb", o.mem_bytes >> 20, 1, 1 << 16) << 20;
+  auto u32 = [&](const char* key, uint32_t fallback, uint32_t lo, uint32_t hi) {
+    return static_cast<uint32_t>(option_number(spec, key, fallback, lo, hi));
+  };
+  o.mem.latency = u32("mem_latency", o.mem.latency, 1, 100000);
+  o.mem.bytes_per_cycle = u32("mem_bytes_per_cycle", o.mem.bytes_per_cycle, 1, 1024);
+  o.mem.max_reads = u32("mem_max_reads", o.mem.max_reads, 1, 256);
+  o.mem.max_writes = u32("mem_max_writes", o.mem.max_writes, 1, 256);
+  o.seed = option_number(spec, "seed", o.seed, 0, UINT64_MAX);
+  if (spec.options.count("fault")) {
+    try {
+      o.fault = FaultConfig::parse(spec.options.at("fault"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("device '{}': {}", spec.str(), e.what()));
+    }
+    const auto& p = EngineConfig::preset(o.preset);
+    if (o.fault.kind == FaultConfig::Kind::kStuck && (o.fault.row >= p.rows || o.fault.col >= p.cols))
+      throw UsageError(fmt::format("device '{}': there is no PE ({}, {}) in a {}x{} array", spec.str(), o.fault.row,
+                                   o.fault.col, p.rows, p.cols));
+  }
   return o;
 }
 

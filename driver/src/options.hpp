@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tessera/driver.hpp"
+#include "tessera/faults.hpp"
 #include "tessera/timing.hpp"
 
 namespace tessera::driver {
@@ -13,9 +14,14 @@ struct SimOptions {
   std::string preset = "default";
   uint64_t mem_bytes = 256ull << 20;
   MemoryModelConfig mem;
+  FaultConfig fault;  // fault=...: a defect to simulate
+  uint64_t seed = 1;  // seed=...: for random faults
 
   // Throws UsageError for an unknown key or a bad value; `extra` lists backend-specific keys.
   static SimOptions parse(const DeviceSpec& spec, const std::set<std::string>& extra);
 };
+
+// The number option `key` of `spec` in [lo, hi], or `fallback` when absent; else a UsageError.
+uint64_t option_number(const DeviceSpec& spec, const std::string& key, uint64_t fallback, uint64_t lo, uint64_t hi);
 
 }  // namespace tessera::driver

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -36,7 +37,8 @@ nlohmann::json probe_engine(const std::string& spec) {
   return j;
 }
 
-nlohmann::json probe_xdma() {
+// One entry per XDMA card found, each opened and identified; one "absent" entry when there is none.
+std::vector<nlohmann::json> probe_xdma() {
   namespace fs = std::filesystem;
   std::vector<std::string> nodes;
   std::error_code ec;
@@ -44,11 +46,14 @@ nlohmann::json probe_xdma() {
     const std::string name = e.path().filename().string();
     if (name.starts_with("xdma") && name.ends_with("_user")) nodes.push_back("/dev/" + name.substr(0, name.size() - 5));
   }
+  std::sort(nodes.begin(), nodes.end());
   if (nodes.empty())
-    return {{"spec", "xdma:/dev/xdma0"}, {"available", false},
-            {"reason", "no FPGA card: no /dev/xdma*_user device nodes (is the XDMA driver loaded?)"}};
-  return {{"spec", "xdma:" + nodes.front()}, {"available", false},
-          {"reason", "an XDMA card is present, but this build has no xdma backend yet"}};
+    return {{{"spec", "xdma:/dev/xdma0"}, {"available", false},
+             {"reason", "no FPGA card: no /dev/xdma*_user device nodes (is the card installed and the xdma driver "
+                        "loaded?)"}}};
+  std::vector<nlohmann::json> cards;
+  for (const auto& node : nodes) cards.push_back(probe_engine("xdma:" + node));
+  return cards;
 }
 
 }  // namespace
@@ -72,9 +77,10 @@ int devices(const std::vector<std::string>& args) {
     j["presets"] = presets;
     list.push_back(j);
   }
-  auto x = probe_xdma();
-  x["kind"] = "xdma";
-  list.push_back(x);
+  for (auto& x : probe_xdma()) {
+    x["kind"] = "xdma";
+    list.push_back(x);
+  }
   list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
                   {"threads", std::thread::hardware_concurrency()}});
   list.push_back({{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
@@ -88,10 +94,11 @@ int devices(const std::vector<std::string>& args) {
   for (const auto& d : list) {
     std::string details;
     if (d["available"].get<bool>() && d.contains("array"))
-      details = fmt::format("preset {} ({}x{} array, k_max {}, {}-bit AXI, {} MiB); presets: {}",
-                            d["preset"].get<std::string>(), d["array"][0].get<int>(), d["array"][1].get<int>(),
-                            d["k_max"].get<int>(), d["axi_bytes"].get<int>() * 8,
-                            d["mem_bytes"].get<uint64_t>() >> 20, d["presets"].dump());
+      details = fmt::format("preset {} ({}x{} array, k_max {}, {}-bit AXI, {} MiB){}",
+                            d["preset"].get<std::string>().empty() ? "custom" : d["preset"].get<std::string>(),
+                            d["array"][0].get<int>(), d["array"][1].get<int>(), d["k_max"].get<int>(),
+                            d["axi_bytes"].get<int>() * 8, d["mem_bytes"].get<uint64_t>() >> 20,
+                            d.contains("presets") ? "; presets: " + d["presets"].dump() : "");
     else if (d["available"].get<bool>())
       details = fmt::format("{} hardware threads", d["threads"].get<unsigned>());
     else

@@ -109,7 +109,7 @@ int gemm(const std::vector<std::string>& args) {
       j["act_max"] = problem.act_max;
     }
     if (!out.mismatch.empty()) j["mismatch"] = out.mismatch;
-    if (out.scoreboard) j["scoreboard"] = {{"ok", out.scoreboard->first}, {"detail", out.scoreboard->second}};
+    if (out.scoreboard) j["scoreboard"] = {{"ok", out.scoreboard->ok}, {"detail", out.scoreboard->detail}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("{} {}x{}x{} {}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k, out_mode,
@@ -120,7 +120,7 @@ int gemm(const std::vector<std::string>& args) {
                              out.counters.read_bytes, out.counters.write_bytes);
     std::cout << fmt::format("  bit-exact vs golden model: {}{}\n", out.bit_exact ? "yes" : "NO",
                              out.mismatch.empty() ? "" : " (" + out.mismatch + ")");
-    if (out.scoreboard) std::cout << fmt::format("  scoreboard: {}\n", out.scoreboard->second);
+    if (out.scoreboard) std::cout << fmt::format("  scoreboard: {}\n", out.scoreboard->detail);
     std::cout << fmt::format("  wall {:.3f} s", out.seconds)
               << (dev.properties().spec.starts_with("rtl") && out.seconds > 0
                       ? fmt::format(", {:.0f} simulated cycles/s\n", double(cycles) / out.seconds)

@@ -8,5 +8,6 @@ namespace tessera::cli {
 
 int devices(const std::vector<std::string>& args);
 int gemm(const std::vector<std::string>& args);
+int validate(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -19,6 +19,7 @@ constexpr const char* kUsage = R"(usage: tessera <command> [options]
 commands:
   devices    list devices and their properties
   gemm       run one int8 GEMM on a device and check it against the golden model
+  validate   health checks of a device: quick, standard or stress
 
 run 'tessera <command> --help' for a command's options)";
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "devices") return tessera::cli::devices(args);
     if (cmd == "gemm") return tessera::cli::gemm(args);
+    if (cmd == "validate") return tessera::cli::validate(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

@@ -104,6 +104,11 @@ for args, needle in [
     (("gemm", "--device", "model", "--m", "four", "--n", "4", "--k", "4"), "--m"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--relu"), "--relu"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--bogus"), "bogus"),
+    (("validate",), "--device"),
+    (("validate", "--device", "model", "--level", "extreme"), "level"),
+    (("validate", "--device", "model?fault=melt"), "fault"),
+    (("validate", "--device", "model?preset=small&fault=stuck:9,0,1"), "no PE"),
+    (("validate", "--device", "model", "--duration", "-1"), "--duration"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
@@ -120,6 +125,22 @@ check("devices: no FPGA card here, said plainly", kinds.get("xdma", {}).get("ava
       and "card" in kinds.get("xdma", {}).get("reason", ""))
 if WITH_RTL:
     check("devices: rtl available", kinds.get("rtl", {}).get("available") is True, kinds.get("rtl"))
+
+VALIDATE_KEYS = {"schema_version", "device", "level", "result", "tests"}
+r = run("validate", "--device", "model", "--json")
+j = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+check("validate --json: exit 0, the contract keys, result pass", r.returncode == 0 and VALIDATE_KEYS <= j.keys()
+      and j.get("result") == "pass" and j.get("level") == "quick", r.stdout[-500:] + r.stderr)
+check("validate: every test has name, result, detail, seconds",
+      all(set(t) == {"name", "result", "detail", "seconds"} for t in j.get("tests", [])) and len(j.get("tests", [])) >= 6)
+r = run("validate", "--device", "model?preset=small&fault=stuck:1,2,3")
+check("validate text: a table, the verdict, exit 1 on a faulty device",
+      r.returncode == 1 and "CHECK" in r.stdout and "verdict: fail" in r.stdout and "faulty PE at row 1, column 2" in r.stdout,
+      r.stdout[-800:])
+r = run("validate", "--device", "xdma:/dev/xdma-none", "--json")
+j = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+check("validate: no card is a failed open check, not a crash", r.returncode == 1 and j.get("result") == "fail"
+      and j["tests"][0]["name"] == "open" and "no XDMA card" in j["tests"][0]["detail"], r.stdout[-500:] + r.stderr)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

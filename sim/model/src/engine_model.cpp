@@ -1,11 +1,20 @@
 #include "tessera/engine_model.hpp"
 
+#include <algorithm>
+
 namespace tessera {
 
 namespace csr = spec::csr;
 
-EngineModel::EngineModel(const EngineConfig& cfg, uint64_t mem_bytes, const MemoryModelConfig& mem)
-    : cfg_(cfg), mem_cfg_(mem), mem_(mem_bytes) {}
+EngineModel::EngineModel(const EngineConfig& cfg, uint64_t mem_bytes, const MemoryModelConfig& mem,
+                         const FaultConfig& fault, uint64_t seed)
+    : cfg_(cfg),
+      mem_cfg_(mem),
+      fault_(fault),
+      flipper_(fault.kind == FaultConfig::Kind::kFlip ? fault.rate : 0, seed),
+      mem_(mem_bytes) {
+  if (fault.kind == FaultConfig::Kind::kSlverr) mem_cfg_.slverr_addr = fault.addr;
+}
 
 uint32_t EngineModel::csr_read(uint32_t offset) {
   switch (offset) {
@@ -16,7 +25,9 @@ uint32_t EngineModel::csr_read(uint32_t offset) {
     case csr::CFG_ADDR: return cfg_.addr_bits | (spec::kAlignBytes << 8);
     case csr::SCRATCH: return scratch_;
     case csr::CTRL: return ctrl_enable_;
-    case csr::STATUS: return halted_ ? csr::STATUS_HALTED_MASK : 0;  // never busy between calls
+    case csr::STATUS:  // never busy between calls, unless hung
+      return (halted_ ? csr::STATUS_HALTED_MASK : 0) | (resetting_ ? csr::STATUS_RESETTING_MASK : 0) |
+             (fault_.kind == FaultConfig::Kind::kHang && head_ != tail_ ? csr::STATUS_BUSY_MASK : 0);
     case csr::IRQ_STATUS: return irq_status_;
     case csr::IRQ_ENABLE: return irq_enable_;
     case csr::ERR_CODE: return static_cast<uint32_t>(error_.code);
@@ -49,6 +60,9 @@ void EngineModel::csr_write(uint32_t offset, uint32_t value) {
     case csr::CTRL:
       ctrl_enable_ = value & csr::CTRL_ENABLE_MASK;
       if (value & csr::CTRL_SOFT_RESET_MASK) {
+        // A hung engine's reset waits for its outstanding reads, which never come.
+        if (fault_.kind == FaultConfig::Kind::kHang && head_ != tail_) resetting_ = true;
+        if (resetting_) break;
         head_ = tail_ = completed_ = last_tag_ = err_desc_ = irq_status_ = counter_hi_ = 0;
         halted_ = false;
         error_ = {};
@@ -74,7 +88,7 @@ void EngineModel::halt(const Fault& f) {
 }
 
 void EngineModel::run_queue() {
-  while (ctrl_enable_ && !halted_ && head_ != tail_) {
+  while (ctrl_enable_ && !halted_ && head_ != tail_ && fault_.kind != FaultConfig::Kind::kHang) {
     if (ring_size_ == 0 || (ring_size_ & (ring_size_ - 1)) || ring_size_ > spec::kRingMaxEntries) {
       halt({spec::ErrorCode::kRing, ring_size_});
       return;
@@ -92,8 +106,22 @@ void EngineModel::run_queue() {
       halt({spec::ErrorCode::kAxiRd, desc_addr});
       return;
     }
-    const Descriptor d = decode(std::span<const uint8_t, spec::kDescBytes>(mem_.data() + desc_addr, spec::kDescBytes));
-    if (const Fault f = execute(d, desc_addr, mem_, cfg_)) {
+    if (mem_cfg_.slverr_addr && *mem_cfg_.slverr_addr - desc_addr < spec::kDescBytes) {
+      halt({spec::ErrorCode::kAxiRd, desc_addr});
+      return;
+    }
+    DescriptorBytes raw;
+    std::copy_n(mem_.data() + desc_addr, raw.size(), raw.begin());
+    flipper_.apply(raw.data(), raw.size());
+    const Descriptor d = decode(raw);
+    Fault f = validate(d, desc_addr, cfg_);
+    if (!f) f = bus_fault(d);
+    if (!f) {
+      const auto undo = flip_reads(d);
+      f = execute(d, desc_addr, mem_, cfg_, fault_);
+      undo_flips(d, undo, !f);
+    }
+    if (f) {
       halt(f);
       return;
     }
@@ -116,6 +144,60 @@ void EngineModel::run_queue() {
     last_tag_ = d.tag;
     if (d.has(spec::desc::FLAG_IRQ)) irq_status_ |= csr::IRQ_STATUS_DONE_MASK;
   }
+}
+
+
+std::vector<EngineModel::Span> EngineModel::read_spans(const Descriptor& d) const {
+  std::vector<Span> out;
+  if (static_cast<spec::Opcode>(d.opcode) != spec::Opcode::kGemm) return out;
+  auto rows = [&](uint64_t addr, uint64_t n, uint64_t stride, uint64_t bytes) {
+    for (uint64_t i = 0; i < n; ++i) out.push_back({addr + i * stride, bytes});
+  };
+  rows(d.a_addr, d.m, d.lda, d.k);
+  rows(d.b_addr, d.k, d.ldb, d.n);
+  if (d.has(spec::desc::FLAG_ACCUMULATE)) rows(d.cin_addr, d.m, d.ldcin, 4ull * d.n);
+  if (d.has(spec::desc::FLAG_BIAS)) out.push_back({d.bias_addr, 4ull * d.n});
+  if (d.int8_out()) {
+    out.push_back({d.mult_addr, 4ull * d.n});
+    out.push_back({d.shift_addr, d.n});
+  }
+  return out;
+}
+
+Fault EngineModel::bus_fault(const Descriptor& d) const {
+  if (!mem_cfg_.slverr_addr || static_cast<spec::Opcode>(d.opcode) != spec::Opcode::kGemm) return {};
+  const uint64_t bad = *mem_cfg_.slverr_addr, beat = cfg_.axi_bytes;
+  // The RTL reports the failing burst's address; the model, the beat that holds the byte.
+  for (const Span& s : read_spans(d))
+    if (bad - s.addr / beat * beat < s.len + s.addr % beat) return {spec::ErrorCode::kAxiRd, bad / beat * beat};
+  for (uint64_t m = 0; m < d.m; ++m)
+    if (bad - (d.c_addr + m * d.ldc) < uint64_t{d.n} * d.out_bytes())
+      return {spec::ErrorCode::kAxiWr, bad / beat * beat};
+  return {};
+}
+
+std::vector<EngineModel::Undo> EngineModel::flip_reads(const Descriptor& d) {
+  std::vector<Undo> undo;
+  if (fault_.kind != FaultConfig::Kind::kFlip) return undo;
+  // The engine sees flipped bits; memory keeps the true ones, so flip, execute, then put them back.
+  for (const Span& s : read_spans(d)) {
+    if (!mem_.contains(s.addr, s.len)) continue;  // execute() reports the bus error
+    std::vector<uint8_t> bytes(mem_.data() + s.addr, mem_.data() + s.addr + s.len);
+    if (flipper_.apply(mem_.data() + s.addr, s.len)) undo.push_back({s.addr, std::move(bytes)});
+  }
+  return undo;
+}
+
+void EngineModel::undo_flips(const Descriptor& d, const std::vector<Undo>& undo, bool c_written) {
+  // Leave alone what the GEMM wrote (C may be C_in, updated in place).
+  auto written = [&](uint64_t a) {
+    if (!c_written || a < d.c_addr) return false;
+    const uint64_t m = (a - d.c_addr) / d.ldc, col = (a - d.c_addr) % d.ldc;
+    return m < d.m && col < uint64_t{d.n} * d.out_bytes();
+  };
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it)
+    for (uint64_t i = 0; i < it->bytes.size(); ++i)
+      if (!written(it->addr + i)) mem_.data()[it->addr + i] = it->bytes[i];
 }
 
 }  // namespace tessera

@@ -81,7 +81,8 @@ bool outside(const Memory& mem, uint64_t addr, uint64_t rows, uint64_t stride, u
 
 }  // namespace
 
-Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg) {
+Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg,
+              const FaultConfig& stuck) {
   if (Fault f = validate(d, desc_addr, cfg)) return f;
   if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kNop) return {};
 
@@ -112,6 +113,9 @@ Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const Engine
       const int8_t* b = reinterpret_cast<const int8_t*>(mem.data() + d.b_addr + uint64_t{k} * d.ldb);
       for (uint32_t n = 0; n < d.n; ++n) row[n] += av * b[n];
     }
+    if (stuck.kind == FaultConfig::Kind::kStuck && m % cfg.rows == stuck.row)  // PE (m % R, n % C) sums C[m][n]
+      for (uint32_t n = stuck.col; n < d.n; n += cfg.cols)
+        row[n] = static_cast<int32_t>(stuck.force(static_cast<uint32_t>(row[n])));
     for (uint32_t n = 0; n < d.n; ++n) {
       int32_t v = row[n];
       if (acc) v = numerics::wrap_add(v, mem.load<int32_t>(d.cin_addr + uint64_t{m} * d.ldcin + 4ull * n));

@@ -2,6 +2,7 @@
 // all configurable. Read data returns in order; write responses follow the last data beat after
 // the same latency. Out-of-range bursts get DECERR; a configured address gets SLVERR. It also
 // checks the master against the AXI rules the engine promises (INCR, aligned, no 4 KB crossing).
+// Faults for the health checks: bit flips on read data, and a hang (reads never answered).
 #pragma once
 
 #include <deque>
@@ -11,10 +12,18 @@
 #include <fmt/format.h>
 
 #include "scoreboard.hpp"
+#include "tessera/faults.hpp"
 #include "tessera/memory.hpp"
 #include "tessera/platform.hpp"
 
 namespace tessera {
+
+struct AxiMemoryConfig {
+  MemoryModelConfig timing;
+  double flip_rate = 0;  // probability that a bit of read data arrives flipped
+  bool hang = false;     // accept reads but never answer them
+  uint64_t seed = 1;
+};
 
 template <int Width, typename Strb>
 class AxiMemory : public sc_core::sc_module {
@@ -43,9 +52,9 @@ class AxiMemory : public sc_core::sc_module {
   sc_core::sc_in<bool> bready;
   sc_core::sc_out<uint32_t> bresp;
 
-  AxiMemory(sc_core::sc_module_name name, Memory& mem, const MemoryModelConfig& cfg, Scoreboard* sb)
-      : sc_module(name), mem_(mem), cfg_(cfg), sb_(sb) {
-    bpc_ = cfg.bytes_per_cycle ? cfg.bytes_per_cycle : kBeatBytes;
+  AxiMemory(sc_core::sc_module_name name, Memory& mem, const AxiMemoryConfig& cfg, Scoreboard* sb)
+      : sc_module(name), mem_(mem), cfg_(cfg.timing), hang_(cfg.hang), flipper_(cfg.flip_rate, cfg.seed), sb_(sb) {
+    bpc_ = cfg_.bytes_per_cycle ? cfg_.bytes_per_cycle : kBeatBytes;
     SC_METHOD(tick);
     sensitive << clk.pos();
     dont_initialize();
@@ -117,12 +126,18 @@ class AxiMemory : public sc_core::sc_module {
     wr_credit_ = std::min<uint64_t>(wr_credit_ + bpc_, 2 * kBeatBytes);
     ar_ready_ = reads_.size() < cfg_.max_reads;
     aw_ready_ = writes_.size() + responses_.size() < cfg_.max_writes;
-    r_valid_ = !reads_.empty() && reads_.front().ready_at <= cycle_ && rd_credit_ >= kBeatBytes;
+    r_valid_ = !hang_ && !reads_.empty() && reads_.front().ready_at <= cycle_ && rd_credit_ >= kBeatBytes;
     if (r_valid_) {
       const Burst& b = reads_.front();
       const uint64_t a = b.addr + uint64_t{b.done} * kBeatBytes;
-      for (uint32_t w = 0; w < kBeatBytes / 4; ++w)
-        beat_.set_word(w, b.resp == 3 ? 0u : mem_.load<uint32_t>(a + 4 * w));
+      uint8_t bytes[kBeatBytes] = {};
+      if (b.resp != 3) std::memcpy(bytes, mem_.data() + a, kBeatBytes);
+      flipper_.apply(bytes, kBeatBytes);  // the scoreboard sees the wrong results that follow
+      for (uint32_t w = 0; w < kBeatBytes / 4; ++w) {
+        uint32_t v;
+        std::memcpy(&v, bytes + 4 * w, 4);
+        beat_.set_word(w, v);
+      }
       rdata.write(beat_);
       drive(rresp, b.resp);
       drive(rlast, b.done + 1 == b.beats);
@@ -164,6 +179,8 @@ class AxiMemory : public sc_core::sc_module {
 
   Memory& mem_;
   MemoryModelConfig cfg_;
+  bool hang_;
+  BitFlipper flipper_;
   Scoreboard* sb_;
   uint32_t bpc_;
   uint64_t cycle_ = 0, rd_credit_ = 0, wr_credit_ = 0;

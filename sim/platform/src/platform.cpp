@@ -108,11 +108,15 @@ class PlatformImpl final : public Platform {
         clk_("clk", sc_time(kClockNs, SC_NS)),
         dut_("dut"),
         bridge_("csr_bridge", sb_.get()),
-        memory_("memory", mem_, cfg.mem, sb_.get()),
+        memory_("memory", mem_, with_fault(cfg), sb_.get()),
         agent_("host"),
         irq_watch_("irq_watch") {
     if (!cfg.trace_path.empty()) Verilated::traceEverOn(true);
     bind();
+    const bool stuck = cfg.fault.kind == FaultConfig::Kind::kStuck;
+    fault_pe_.write(stuck ? cfg.fault.row * engine.cols + cfg.fault.col : 0xffff);
+    fault_set_.write(stuck && cfg.fault.value ? 1u << cfg.fault.bit : 0);
+    fault_clr_.write(stuck && !cfg.fault.value ? 1u << cfg.fault.bit : 0);
     rst_n_.write(false);
     sc_start(SC_ZERO_TIME);
     if (!cfg.trace_path.empty()) {
@@ -154,8 +158,20 @@ class PlatformImpl final : public Platform {
   ScoreboardReport scoreboard() const override { return sb_ ? sb_->report() : ScoreboardReport{}; }
 
  private:
+  static AxiMemoryConfig with_fault(const PlatformConfig& cfg) {
+    AxiMemoryConfig m{cfg.mem};
+    if (cfg.fault.kind == FaultConfig::Kind::kSlverr) m.timing.slverr_addr = cfg.fault.addr;
+    if (cfg.fault.kind == FaultConfig::Kind::kFlip) m.flip_rate = cfg.fault.rate;
+    m.hang = cfg.fault.kind == FaultConfig::Kind::kHang;
+    m.seed = cfg.seed;
+    return m;
+  }
+
   void bind() {
     dut_.clk_i(clk_);
+    dut_.fault_pe_i(fault_pe_);
+    dut_.fault_set_i(fault_set_);
+    dut_.fault_clr_i(fault_clr_);
     dut_.rst_ni(rst_n_);
     bridge_.clk(clk_);
     memory_.clk(clk_);
@@ -213,6 +229,7 @@ class PlatformImpl final : public Platform {
   std::unique_ptr<Scoreboard> sb_;
   sc_clock clk_;
   sc_signal<bool> rst_n_{"rst_n"}, irq_{"irq"};
+  sc_signal<uint32_t> fault_pe_{"fault_pe"}, fault_set_{"fault_set"}, fault_clr_{"fault_clr"};
   sc_signal<bool> awvalid_, awready_, wvalid_, wready_, bvalid_, bready_, arvalid_, arready_, rvalid_, rready_;
   sc_signal<uint32_t> awaddr_, wdata_, wstrb_, bresp_, araddr_, rdata_, rresp_;
   sc_signal<bool> m_arvalid_, m_arready_, m_rvalid_, m_rready_, m_rlast_, m_awvalid_, m_awready_;

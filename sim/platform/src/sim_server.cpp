@@ -100,7 +100,7 @@ extern "C" int sc_main(int argc, char* argv[]) {
   ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
 
   PlatformConfig cfg;
-  std::string slverr;
+  std::string slverr, fault;
   po::options_description opts("tessera-sim options");
   opts.add_options()
       ("help", "this text")
@@ -111,6 +111,8 @@ extern "C" int sc_main(int argc, char* argv[]) {
       ("mem-max-reads", po::value(&cfg.mem.max_reads)->default_value(cfg.mem.max_reads), "read bursts in flight")
       ("mem-max-writes", po::value(&cfg.mem.max_writes)->default_value(cfg.mem.max_writes), "write bursts in flight")
       ("slverr", po::value(&slverr), "answer bursts touching this address with SLVERR")
+      ("fault", po::value(&fault), "simulate a defect: stuck:ROW,COL,BIT[,V], flip:RATE, slverr:ADDR, hang")
+      ("seed", po::value(&cfg.seed)->default_value(uint64_t{1}), "seed for random faults")
       ("no-scoreboard", "do not check writes against the golden model")
       ("trace", po::value(&cfg.trace_path), "write an FST waveform to this file");
   try {
@@ -124,6 +126,7 @@ extern "C" int sc_main(int argc, char* argv[]) {
     cfg.mem_bytes = vm["mem-mb"].as<uint64_t>() << 20;
     cfg.scoreboard = !vm.count("no-scoreboard");
     if (!slverr.empty()) cfg.mem.slverr_addr = std::stoull(slverr, nullptr, 0);
+    if (!fault.empty()) cfg.fault = FaultConfig::parse(fault);
     if (cfg.trace_path.empty())
       if (const char* t = std::getenv("TESSERA_TRACE")) cfg.trace_path = t;
     auto platform = Platform::create(cfg);

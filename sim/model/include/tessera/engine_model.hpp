@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "tessera/faults.hpp"
 #include "tessera/golden.hpp"
 #include "tessera/memory.hpp"
 #include "tessera/timing.hpp"
@@ -13,7 +15,9 @@ namespace tessera {
 
 class EngineModel {
  public:
-  EngineModel(const EngineConfig& cfg, uint64_t mem_bytes, const MemoryModelConfig& mem = {});
+  // `fault` makes it a defective device (faults.hpp); `seed` drives random faults.
+  EngineModel(const EngineConfig& cfg, uint64_t mem_bytes, const MemoryModelConfig& mem = {},
+              const FaultConfig& fault = {}, uint64_t seed = 1);
 
   const EngineConfig& config() const { return cfg_; }
   Memory& memory() { return mem_; }
@@ -29,9 +33,24 @@ class EngineModel {
  private:
   void run_queue();
   void halt(const Fault& f);
+  // Where the engine would read for `d` (whole rows; the descriptor itself excluded).
+  struct Span {
+    uint64_t addr, len;
+  };
+  std::vector<Span> read_spans(const Descriptor& d) const;
+  Fault bus_fault(const Descriptor& d) const;  // fault=slverr
+  struct Undo {
+    uint64_t addr;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Undo> flip_reads(const Descriptor& d);  // fault=flip
+  void undo_flips(const Descriptor& d, const std::vector<Undo>& undo, bool c_written);
 
   EngineConfig cfg_;
   MemoryModelConfig mem_cfg_;
+  FaultConfig fault_;
+  BitFlipper flipper_;
+  bool resetting_ = false;  // fault=hang: a reset that waits for reads that never return
   Memory mem_;
   uint64_t cycles_ = 0;
   uint32_t scratch_ = 0, ctrl_enable_ = 0, irq_status_ = 0, irq_enable_ = 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/descriptor.hpp"
+#include "tessera/faults.hpp"
 #include "tessera/memory.hpp"
 #include "tessera/spec.hpp"
 
@@ -36,6 +37,9 @@ Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg)
 // validate(), then execute on `mem`. On a fault the engine may have written part of C (the RTL
 // halts mid-GEMM on a bad shift or bus error); the golden model writes nothing in that case.
 // A burst outside `mem` is an AXI error, as the memory model's DECERR makes it in the RTL.
-Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg);
+// A `stuck` fault forces the bit in every sum that PE produces, as a defective device would
+// (simulated devices only; the golden model proper passes none).
+Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg,
+              const FaultConfig& stuck = {});
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "tessera/faults.hpp"
 #include "tessera/golden.hpp"
 #include "tessera/timing.hpp"
 
@@ -22,6 +23,8 @@ struct PlatformConfig {
   MemoryModelConfig mem;
   bool scoreboard = true;
   std::string trace_path;  // FST waveform file; empty: none
+  FaultConfig fault;        // a defect to simulate (faults.hpp)
+  uint64_t seed = 1;        // for random faults
 };
 
 struct ScoreboardReport {

@@ -20,10 +20,10 @@ struct Layout {
   Layout(const GemmProblem& p) {
     const auto& r = p.req;
     const uint64_t al = spec::kAlignBytes;
-    lda = align_up(r.k, al);
-    ldb = align_up(r.n, al);
-    ldc = align_up(uint64_t{r.n} * p.out_bytes(), al);
-    ldcin = align_up(uint64_t{r.n} * 4, al);
+    lda = align_up(r.k, al) + r.pad;
+    ldb = align_up(r.n, al) + r.pad;
+    ldc = align_up(uint64_t{r.n} * p.out_bytes(), al) + r.pad;
+    ldcin = align_up(uint64_t{r.n} * 4, al) + r.pad;
     a = 0;
     b = a + align_up(r.m * lda, al);
     c = b + align_up(uint64_t{r.k} * ldb, al);
@@ -132,29 +132,30 @@ std::vector<uint8_t> golden_gemm(const GemmProblem& p, const EngineConfig& cfg) 
   return unpack_c(p, l, mem.data());
 }
 
-GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p) {
+GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p, const driver::WaitOptions& wait) {
   const Layout l(p);
   const EngineConfig cfg = dev.properties().engine();
   if (p.req.k > cfg.k_max)
     throw driver::UsageError(fmt::format("K = {} is above this engine's k_max = {}", p.req.k, cfg.k_max));
+  if (p.req.pad % spec::kAlignBytes)
+    throw driver::UsageError(fmt::format("row pitch padding {} is not a multiple of {}", p.req.pad, spec::kAlignBytes));
   driver::Buffer buf = dev.alloc(l.total);
   dev.write(buf, 0, image(p, l));
   const Descriptor d = describe(p, l, buf.addr());
 
   GemmOutcome out;
   const driver::Counters before = dev.counters();
+  const auto sb_before = dev.backend().scoreboard();
   const auto t0 = std::chrono::steady_clock::now();
-  dev.wait(dev.submit(std::span<const Descriptor>(&d, 1)));
+  dev.wait(dev.submit(std::span<const Descriptor>(&d, 1)), wait);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const driver::Counters after = dev.counters();
-  out.counters = {after.busy_cycles - before.busy_cycles, after.stall_cycles - before.stall_cycles,
-                  after.macs - before.macs,               after.read_bytes - before.read_bytes,
-                  after.write_bytes - before.write_bytes, after.completed - before.completed};
+  out.counters = dev.counters() - before;
 
   std::vector<uint8_t> img(l.total);
   dev.read(buf, 0, img);
   out.c = unpack_c(p, l, img.data());
-  const std::vector<uint8_t> want = golden_gemm(p, cfg);
+  out.expected = golden_gemm(p, cfg);
+  const std::vector<uint8_t>& want = out.expected;
   out.bit_exact = true;
   const uint32_t es = p.out_bytes();
   for (size_t i = 0; i < want.size(); ++i) {
@@ -165,9 +166,11 @@ GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p) {
     break;
   }
   out.scoreboard = dev.backend().scoreboard();
-  if (out.scoreboard && !out.scoreboard->first) {
+  // The scoreboard counts over the device's life: only what it found during this GEMM counts here.
+  if (out.scoreboard && sb_before &&
+      (out.scoreboard->mismatches > sb_before->mismatches || (sb_before->ok && !out.scoreboard->ok))) {
     out.bit_exact = false;
-    if (out.mismatch.empty()) out.mismatch = "scoreboard: " + out.scoreboard->second;
+    if (out.mismatch.empty()) out.mismatch = "scoreboard: " + out.scoreboard->detail;
   }
   return out;
 }
