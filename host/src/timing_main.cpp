@@ -5,9 +5,11 @@
 //   tessera-timing [--preset P] [--mem-latency N] [--mem-bytes-per-cycle N] [--mem-max-reads N]
 //                  [--mem-max-writes N] --m M --n N --k K [--out int8] [--bias] [--relu]
 //                  [--accumulate] [--json]
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -41,7 +43,7 @@ int run(int argc, char** argv) {
       ("bias", po::bool_switch(&req.bias), "add a per-column int32 bias")
       ("relu", po::bool_switch(&req.relu), "clamp at the output zero point (int8 only)")
       ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
-      ("min-seconds", po::value(&min_seconds)->default_value(min_seconds), "repeat the estimate this long")
+      ("min-seconds", po::value(&min_seconds)->default_value(min_seconds), "repeat the estimate at least this long")
       ("json", "print one JSON object");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -60,16 +62,27 @@ int run(int argc, char** argv) {
   const Descriptor d = gemm_descriptor(p, uint64_t{driver::Device::kRingEntries} * spec::kDescBytes);
   if (const Fault f = validate(d, 0, cfg)) throw std::invalid_argument(fmt::format("bad GEMM: {}", describe(f)));
 
+  // Batches of estimates, each long enough for the clock; the median batch's time per estimate,
+  // so that a busy machine's worst moments do not count.
+  using clock = std::chrono::steady_clock;
   TimingEstimate t = estimate(d, cfg, mem);
+  std::vector<double> per_estimate;
   uint64_t repeats = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double seconds = 0;
-  while (seconds < min_seconds || repeats < 3) {
-    t = estimate(d, cfg, mem);
-    ++repeats;
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto start = clock::now();
+  while (per_estimate.size() < 5 || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) {
+    const auto t0 = clock::now();
+    uint64_t n = 0;
+    double s = 0;
+    do {
+      t = estimate(d, cfg, mem);
+      ++n;
+      s = std::chrono::duration<double>(clock::now() - t0).count();
+    } while (s < min_seconds / 10);
+    per_estimate.push_back(s / static_cast<double>(n));
+    repeats += n;
   }
-  const double each = seconds / static_cast<double>(repeats);
+  std::nth_element(per_estimate.begin(), per_estimate.begin() + per_estimate.size() / 2, per_estimate.end());
+  const double each = per_estimate[per_estimate.size() / 2];
   if (vm.count("json")) {
     const nlohmann::ordered_json j = {{"preset", preset},          {"m", req.m},
                                       {"n", req.n},                {"k", req.k},

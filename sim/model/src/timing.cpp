@@ -8,14 +8,24 @@
 // (tsr_ctrl, tsr_loader, tsr_axi_rd, tsr_seq, tsr_store and the platform's AXI memory), with the
 // same registers and the same one-cycle handshake delays, and reproduces the RTL's busy counter.
 //
-// It stays cheap because it never steps a cycle in which nothing happens. Everything that evolves
-// on its own (operand streaming, the tile gap, the token chain, read data, write responses,
-// bandwidth credit) is kept as absolute cycle numbers, so a cycle in which no handshake or state
-// change occurs is followed by identical cycles up to the earliest of those numbers, and the loop
-// jumps there. A burst's data beats are scheduled when its address is accepted (the read channel
-// is a FIFO whose only other input is the bandwidth credit), so a multi-beat burst costs one step.
+// It stays cheap (a few thousand steps for a GEMM of a million cycles) by not stepping cycles in
+// which nothing happens, and by computing ahead what depends on nothing else:
+//  - Everything that evolves on its own (operand streaming, the tile gap, the token chain, read
+//    data, bandwidth credit) is kept as absolute cycle numbers. A cycle in which no handshake or
+//    state change is due (quiet()) is followed by like cycles up to the earliest of those numbers
+//    (wake()), and the loop jumps there. Sequencer events that nothing waits for at the moment are
+//    applied when a later cycle is stepped (catch_up()).
+//  - A burst's data beats are scheduled when its address is accepted: the read channel is a FIFO
+//    whose only other input is the bandwidth credit.
+//  - The store unit is never stepped: its input is the rows the sequencer hands it, known when
+//    their tile starts, and its only outputs are credits back to the sequencer and being idle at
+//    the end, so each row's take, address, data and response cycles are computed then.
+//  - The loaders' long runs of requests are played ahead on the read port (run_train()) up to the
+//    next point where a slot release could change who requests.
+// detail::estimate_every_cycle steps every cycle instead, which the unit tests compare against.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 
@@ -45,6 +55,7 @@ class Ring {
   bool empty() const { return head_ == tail_; }
   uint32_t size() const { return tail_ - head_; }
   T& front() { return buf_[head_ % N]; }
+  const T& operator[](uint32_t i) const { return buf_[(head_ + i) % N]; }
   const T& front() const { return buf_[head_ % N]; }
   void pop() { ++head_; }
   void push(const T& v) {
@@ -69,18 +80,53 @@ struct ReadReq {
   bool fill = false;  // its last beat completes the slot (the tag's `last` bit)
 };
 
-// A burst between its address handshake and its last data beat.
-struct ReadBurst {
-  uint64_t last_beat;  // the cycle its last beat is on the R channel
+// The last beat of a request whose tag completes a slot (or the descriptor): the cycle it is on
+// the R channel, which makes the slot full at the next edge.
+struct Fill {
+  uint64_t at;
   Dest dest;
   uint8_t slot;
-  bool fill;  // the last burst of a request whose tag completes a slot
 };
 
-// A finished row on its way to the store unit.
-struct StoreRow {
-  uint32_t beats;      // beats of the whole row
-  uint32_t first_end;  // beats of its first burst (less where the row crosses a 4 KB page)
+// An AXI data channel of the memory model (R or W): one beat per cycle at most, each spending a
+// beat's worth of bandwidth credit, which grows by bytes_per_cycle each cycle up to two beats
+// (AxiMemory::tick). `schedule` returns the cycle of the last of `beats` beats whose first may go
+// at cycle `ready` (and every later one on the next cycle), after all beats scheduled before.
+class BeatChannel {
+ public:
+  BeatChannel(int64_t beat, int64_t per_cycle) : beat_(beat), bpc_(per_cycle), cap_(2 * beat) {}
+
+  uint64_t schedule(uint64_t ready, uint32_t beats) {
+    if (bpc_ >= beat_) {  // the full bus: credit never runs short
+      prev_ = (any_ ? std::max(ready, prev_ + 1) : ready) + beats - 1;
+      any_ = true;
+      return prev_;
+    }
+    for (uint32_t b = 0; b < beats; ++b) {
+      uint64_t at;
+      int64_t credit;
+      if (!any_) {
+        at = ready;
+        credit = cap_;  // idle since long before: full
+      } else {
+        const uint64_t e0 = prev_ + 1;  // the edge that takes the previous beat
+        const int64_t c0 = std::min(cap_, credit_ - beat_ + bpc_);
+        const uint64_t wait = c0 >= beat_ ? 0 : ceil_div(static_cast<uint64_t>(beat_ - c0), bpc_);
+        at = std::max(ready, e0 + wait);
+        credit = std::min<int64_t>(cap_, c0 + static_cast<int64_t>(at - e0) * bpc_);
+      }
+      any_ = true;
+      prev_ = at;
+      credit_ = credit;
+    }
+    return prev_;
+  }
+
+ private:
+  const int64_t beat_, bpc_, cap_;
+  bool any_ = false;
+  uint64_t prev_ = 0;   // the cycle of the latest beat
+  int64_t credit_ = 0;  // the credit at that cycle's edge, before the beat takes its share
 };
 
 // Per started tile: when its operand tokens reach the points that release slots, start the
@@ -88,12 +134,6 @@ struct StoreRow {
 struct SlotEvent {
   uint64_t at;
   uint8_t slot;
-};
-struct RowsEvent {
-  uint64_t first;   // cycle row 0 leaves the epilogue; row r leaves r cycles later
-  uint32_t rows;    // valid rows, the ones that are stored
-  uint64_t c_addr;  // row 0's address in C
-  uint32_t cols;    // valid columns
 };
 struct TileEndEvent {
   uint64_t at;  // the tile's last row (valid or not) leaves the epilogue
@@ -110,8 +150,6 @@ class EngineSim {
         k_(d.k),
         beat_(cfg.axi_bytes),
         lat_(mem.latency),
-        bpc_(mem.bytes_per_cycle ? mem.bytes_per_cycle : cfg.axi_bytes),
-        cap_(2 * int64_t{cfg.axi_bytes}),
         read_limit_(std::min(cfg.max_reads, mem.max_reads)),
         write_limit_(std::min(kMaxWrites, mem.max_writes)),
         seg4_(cfg.cols * 4 <= cfg.axi_bytes ? 1 : cfg.cols * 4 / cfg.axi_bytes),
@@ -121,7 +159,10 @@ class EngineSim {
         bias_(d.has(spec::desc::FLAG_BIAS)),
         int8_(d.int8_out()),
         gemm_(static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm),
-        skip_(skip) {}
+        skip_(skip),
+        r_chan_(cfg.axi_bytes, mem.bytes_per_cycle ? mem.bytes_per_cycle : cfg.axi_bytes),
+        w_chan_(cfg.axi_bytes, mem.bytes_per_cycle ? mem.bytes_per_cycle : cfg.axi_bytes),
+        beat_shift_(static_cast<uint32_t>(std::countr_zero(cfg.axi_bytes))) {}
 
   TimingEstimate run();
 
@@ -130,15 +171,37 @@ class EngineSim {
   enum class Lb { kIdle, kWait, kMult, kShift, kBias, kRows };
   enum class La { kIdle, kWait, kRows, kCin };
 
-  bool step();
+  void step();
+  void catch_up(uint64_t t);
+  bool quiet(uint64_t t);
   uint64_t wake() const;
   uint32_t cur_vr() const { return static_cast<uint32_t>(std::min<uint64_t>(rows_, sq_rows_left_)); }
   bool tiles_left() const { return sq_running_ && sq_cols_left_ != 0; }
   bool can_start_tile(uint64_t t) const;
-  uint64_t schedule_burst(uint64_t ready, uint32_t beats);
-  int64_t wr_credit(uint64_t t) const {
-    return std::min<int64_t>(cap_, wc_val_ + static_cast<int64_t>(t - wc_edge_) * bpc_);
+  // The cycle from which the next burst may start: the one after burst n - read_limit_'s last beat.
+  uint64_t read_slot_at() const { return rd_last_[(rd_bursts_ - read_limit_) & kReadRing] + 1; }
+  bool read_slot_free(uint64_t t) const {
+    return rd_bursts_ < read_limit_ || read_slot_at() <= t;
   }
+  uint64_t issue_burst(uint64_t t, uint32_t beats);
+  uint32_t burst_beats() const {  // tsr_axi_rd: the next burst of ax_
+    const uint64_t page_left = (kPageBytes - ax_.addr % kPageBytes) >> beat_shift_;
+    return static_cast<uint32_t>(std::min<uint64_t>({ax_.beats, page_left, kMaxBurstBeats}));
+  }
+  bool lb_valid() const { return lb_ == Lb::kMult || lb_ == Lb::kShift || lb_ == Lb::kBias || lb_ == Lb::kRows; }
+  bool la_valid() const { return la_ == La::kRows || la_ == La::kCin; }
+  // Whether the request the loader presents now is the last before it waits for a slot.
+  bool lb_last() const { return lb_ == Lb::kRows && lb_k_ == k_ - 1; }
+  bool la_last() const {
+    return la_i_ + 1 == std::min(rows_, la_rows_left_) && (la_ == La::kCin || (la_ == La::kRows && !acc_));
+  }
+  bool lb_blocked() const;
+  bool la_blocked() const;
+  void lb_granted();
+  void la_granted();
+  void run_train(uint64_t t);
+  void take_credits(uint64_t t);
+  void store_row(uint64_t out, uint64_t addr, uint64_t bytes);
   ReadReq lb_request() const;
   ReadReq la_request() const;
   void start_gemm();
@@ -147,30 +210,25 @@ class EngineSim {
   // configuration
   const Descriptor& d_;
   const uint64_t rows_, cols_, k_, beat_, lat_;
-  const int64_t bpc_, cap_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
   const uint64_t gap_;  // the tile interval max(K, R, C)
   const bool acc_, bias_, int8_, gemm_, skip_;
+  BeatChannel r_chan_, w_chan_;
+  const uint32_t beat_shift_;
 
   uint64_t now_ = 0;
   uint64_t stall_ = 0, read_beats_ = 0, write_bytes_ = 0;
 
   Ctrl ctrl_ = Ctrl::kFetch;
 
-  // memory, read side: bursts in flight (tsr_axi_rd's track FIFO = the memory's read queue) and
-  // the R channel's schedule: the cycle of the latest beat and the credit at that cycle's edge.
-  Ring<ReadBurst, 32> rd_;
-  bool r_any_ = false;
-  uint64_t r_prev_ = 0;
-  int64_t r_credit_ = 0;
-
-  // memory, write side: bursts between their address handshake and their response's handshake,
-  // the cycles the responses are valid, and the W credit (value at edge wc_edge_).
-  uint32_t wr_out_ = 0;
-  Ring<uint64_t, 32> resp_;
-  uint64_t last_bvalid_ = 0;
-  uint64_t wc_edge_ = 0;
-  int64_t wc_val_ = 0;
+  // memory: the data channels; for the read bursts, the cycle of each one's last beat (kept for
+  // the latest read_limit_ bursts: burst n may not start before burst n - read_limit_ has ended,
+  // which is both tsr_axi_rd's track FIFO and the memory's read queue), and the fills to come.
+  static constexpr uint64_t kReadRing = 255;  // read_limit_ <= max_reads, an 8-bit field of CFG_MEM
+  std::array<uint64_t, kReadRing + 1> rd_last_{};
+  uint64_t rd_bursts_ = 0;
+  Ring<Fill, 64> fills_;
+  uint64_t train_end_ = 0;  // a train of one loader's requests owns the read port until this cycle
 
   // tsr_axi_rd: the request being split into bursts
   bool ax_busy_ = false;
@@ -193,40 +251,16 @@ class EngineSim {
   uint32_t sq_credits_ = 0, sq_info_ = 0;
   Ring<SlotEvent, 16> ev_arel_, ev_brel_;
   Ring<uint64_t, 16> ev_ro_;
-  Ring<RowsEvent, 16> ev_rows_;
-  uint32_t ev_row_ = 0;  // next row of ev_rows_.front()
   Ring<TileEndEvent, 16> ev_end_;
+  uint64_t final_end_ = kNever;  // the last tile's end event: the GEMM is done after it
+  Ring<uint64_t, 128> takes_;  // cycles the store unit takes rows not yet credited back
 
-  // tsr_store
-  Ring<StoreRow, 128> st_fifo_;
-  bool st_busy_ = false, st_aw_done_ = false;
-  uint32_t st_beat_ = 0, st_end_ = 0, st_beats_ = 0;
+  // tsr_store and the memory's write side, as schedules: the first cycle the store unit is free
+  // for its next row, the cycles of the latest write responses (burst n waits for the response of
+  // burst n - write_limit_), and the cycle from which the unit is idle.
+  uint64_t st_free_ = 0, st_idle_ = 0, st_bursts_ = 0;
+  std::array<uint64_t, kMaxWrites> st_bvalid_{};
 };
-
-// The R channel serves bursts in order, one beat per cycle at most, each beat spending a beat's
-// worth of bandwidth credit (AxiMemory::tick: credit -= beat on a beat, += bytes_per_cycle per
-// cycle, capped at two beats). Returns the cycle of the burst's last beat.
-uint64_t EngineSim::schedule_burst(uint64_t ready, uint32_t beats) {
-  read_beats_ += beats;
-  for (uint32_t b = 0; b < beats; ++b) {
-    uint64_t at;
-    int64_t credit;
-    if (!r_any_) {
-      at = ready;
-      credit = cap_;  // idle since long before: full
-    } else {
-      const uint64_t e0 = r_prev_ + 1;  // the edge that takes the previous beat
-      const int64_t c0 = std::min(cap_, r_credit_ - static_cast<int64_t>(beat_) + bpc_);
-      const uint64_t wait = c0 >= static_cast<int64_t>(beat_) ? 0 : ceil_div(beat_ - c0, bpc_);
-      at = std::max(ready, e0 + wait);
-      credit = std::min<int64_t>(cap_, c0 + static_cast<int64_t>(at - e0) * bpc_);
-    }
-    r_any_ = true;
-    r_prev_ = at;
-    r_credit_ = credit;
-  }
-  return r_prev_;
-}
 
 ReadReq EngineSim::lb_request() const {
   const uint8_t slot = lb_nb_ & 1;
@@ -248,6 +282,47 @@ ReadReq EngineSim::la_request() const {
   if (la_ == La::kCin)
     return {(d_.cin_addr + row * d_.ldcin + la_nb_ * cols_ * 4) & align, seg4_, Dest::kCin, la_tile_, last};
   return {};
+}
+
+// The B loader's request was granted: tables, then K rows, then wait for the next block's slot.
+void EngineSim::lb_granted() {
+  switch (lb_) {
+    case Lb::kMult: lb_ = Lb::kShift; break;
+    case Lb::kShift: lb_ = bias_ ? Lb::kBias : Lb::kRows; break;
+    case Lb::kBias: lb_ = Lb::kRows; break;
+    case Lb::kRows:
+      if (lb_k_ == k_ - 1) {
+        lb_ = Lb::kWait;
+        ++lb_nb_;
+        lb_cols_left_ = lb_cols_left_ > cols_ ? lb_cols_left_ - cols_ : 0;
+      }
+      ++lb_k_;
+      break;
+    default: break;
+  }
+}
+
+// The A loader's request was granted: the tile's A rows, its C_in rows, then the next tile (row
+// blocks inner) once its slot is free.
+void EngineSim::la_granted() {
+  const bool row_last = la_i_ + 1 == std::min(rows_, la_rows_left_);
+  ++la_i_;
+  if (row_last && la_ == La::kRows && acc_) {
+    la_ = La::kCin;
+    la_i_ = 0;
+  } else if (row_last) {
+    la_ = La::kWait;
+    la_tile_ ^= 1;
+    if (la_rows_left_ <= rows_) {
+      la_rows_left_ = d_.m;
+      la_cols_left_ = la_cols_left_ > cols_ ? la_cols_left_ - cols_ : 0;
+      la_mb_ = 0;
+      ++la_nb_;
+    } else {
+      la_rows_left_ -= rows_;
+      ++la_mb_;
+    }
+  }
 }
 
 void EngineSim::start_gemm() {
@@ -274,6 +349,117 @@ bool EngineSim::can_start_tile(uint64_t t) const {
          (!acc_ || ((c_full_ >> sq_tile_) & 1)) && sq_credits_ >= cur_vr() && sq_info_ < kInfoDepth;
 }
 
+// The memory accepts a burst's address in cycle t; returns the cycle of its last data beat.
+uint64_t EngineSim::issue_burst(uint64_t t, uint32_t beats) {
+  read_beats_ += beats;
+  const uint64_t last = r_chan_.schedule(t + 1 + lat_, beats);
+  rd_last_[rd_bursts_++ & kReadRing] = last;
+  return last;
+}
+
+// A loader that waits for a slot makes no request until the sequencer releases one.
+bool EngineSim::la_blocked() const {
+  return la_ == La::kIdle ||
+         (la_ == La::kWait && (la_cols_left_ == 0 || (((a_busy_ | (acc_ ? c_busy_ : 0)) >> la_tile_) & 1)));
+}
+bool EngineSim::lb_blocked() const {
+  return lb_ == Lb::kIdle ||
+         (lb_ == Lb::kWait && (lb_cols_left_ == 0 || (((b_busy_ | p_busy_) >> (lb_nb_ & 1)) & 1)));
+}
+
+// While the loaders keep requesting, the read port's cycles follow from the requests alone: each
+// burst's address goes at the first cycle after the previous one (or after the grant) with a burst
+// slot free, and the cycle of a request's last burst grants the next request, by round robin among
+// the loaders that request. Requests come in long runs (the B panel's K one-beat rows, a tile's A
+// and C_in rows), so this plays them ahead without stepping cycles. Called in cycle t, which
+// granted the request now in ax_, it stops
+//  - before a loader's last request of its run is granted: after that grant the loader waits for a
+//    slot, and its claim must happen in step(), in its cycle;
+//  - if a loader waits for a slot, before the earliest cycle a release could end the wait: a release
+//    already scheduled, or one of a tile that starts later, which is at least K + min(R, C) cycles
+//    away.
+// Fills of the requests played ahead are queued like any other; the read port's state is the one
+// the cycle-level loop reaches at train_end_, and other events in between are still stepped.
+void EngineSim::run_train(uint64_t t) {
+  const bool la_waits = la_ == La::kWait && la_cols_left_ != 0;
+  const bool lb_waits = lb_ == Lb::kWait && lb_cols_left_ != 0;
+  if ((la_waits && !la_blocked()) || (lb_waits && !lb_blocked())) return;  // it claims a slot next
+  uint64_t stop = kNever;
+  if (la_waits || lb_waits) {
+    stop = t + k_ + std::min(rows_, cols_);
+    if (!ev_arel_.empty()) stop = std::min(stop, ev_arel_.front().at);
+    if (!ev_brel_.empty()) stop = std::min(stop, ev_brel_.front().at);
+    if (!ev_end_.empty()) stop = std::min(stop, ev_end_.front().at);
+  }
+  uint64_t last = t;  // the latest cycle played: a grant or an address handshake
+  for (;;) {
+    const bool a = la_valid() && (rr_ || !lb_valid());  // who the next grant goes to
+    if (a ? la_last() : !lb_valid() || lb_last()) break;
+    do {
+      const uint32_t burst = burst_beats();
+      const uint64_t ar = rd_bursts_ < read_limit_ ? last + 1 : std::max(last + 1, read_slot_at());
+      if (ar >= stop) {
+        if (last != t) train_end_ = last + 1;
+        return;
+      }
+      const uint64_t end = issue_burst(ar, burst);
+      if (burst == ax_.beats && ax_.fill) fills_.push({end, ax_.dest, ax_.slot});
+      ax_.addr += burst * beat_;
+      ax_.beats -= burst;
+      last = ar;
+    } while (ax_.beats != 0);
+    if (a) {  // granted in the cycle of the last address
+      ax_ = la_request();
+      la_granted();
+      rr_ = false;
+    } else {
+      ax_ = lb_request();
+      lb_granted();
+      rr_ = true;
+    }
+  }
+  // The next grant stays with step(), at ax_'s last address.
+  if (last != t) train_end_ = last + 1;
+}
+
+// Credits come back the cycle after the store unit takes a row.
+void EngineSim::take_credits(uint64_t t) {
+  while (!takes_.empty() && takes_.front() < t) {
+    ++sq_credits_;
+    takes_.pop();
+  }
+}
+
+// tsr_store, for one row that leaves the epilogue in cycle `out`: it enters the row FIFO at the
+// next edge, is taken once the unit is free, and is written as one burst, or two where it crosses
+// a 4 KB page. A burst's address goes the cycle after the take (or after the first burst's data)
+// once fewer than write_limit_ bursts await their response; its data beats follow from the next
+// cycle; the unit is free the cycle after the row's last beat; the response is valid `latency`
+// cycles after the edge that takes the last beat, and is taken at once.
+void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
+  const uint64_t take = std::max(out + 1, st_free_);
+  takes_.push(take);
+  write_bytes_ += bytes;
+  const uint64_t lane = addr & (beat_ - 1);
+  const uint64_t beats = (lane + bytes + beat_ - 1) >> beat_shift_;
+  const uint64_t page_beats = (kPageBytes - (addr - lane) % kPageBytes) >> beat_shift_;
+  const uint64_t first = std::min(page_beats, beats);
+  uint64_t ready = take + 1, last = 0;
+  for (const uint64_t n : {first, beats - first}) {
+    if (n == 0) break;
+    // the response of burst n - write_limit_, which burst n waits for
+    const uint64_t aw =
+        st_bursts_ >= write_limit_ ? std::max(ready, st_bvalid_[(st_bursts_ - write_limit_) % kMaxWrites] + 1) : ready;
+    last = w_chan_.schedule(aw + 1, static_cast<uint32_t>(n));
+    const uint64_t prev = st_bursts_ ? st_bvalid_[(st_bursts_ - 1) % kMaxWrites] : 0;
+    st_bvalid_[st_bursts_ % kMaxWrites] = std::max(last + 1 + lat_, prev + 1);
+    ++st_bursts_;
+    ready = last + 1;
+  }
+  st_free_ = last + 1;
+  st_idle_ = std::max(st_free_, st_bvalid_[(st_bursts_ - 1) % kMaxWrites] + 1);
+}
+
 // A tile's first operand token leaves in cycle t, its last (k = K-1) in T = t + K - 1. Stage s of
 // the token chain holds a token s + 1 cycles after it left: the A slot is free after stage R-1,
 // the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+2
@@ -291,8 +477,9 @@ void EngineSim::start_tile(uint64_t t) {
   ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
-  ev_rows_.push({out, vr, c_addr, static_cast<uint32_t>(vc)});
+  for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, vc * out_bytes);
   ev_end_.push({out + rows_ - 1, sq_tile_, bslot, nblast, final_tile});
+  if (final_tile) final_end_ = out + rows_ - 1;
 
   sq_next_start_ = t + gap_;
   sq_credits_ -= vr;
@@ -310,47 +497,40 @@ void EngineSim::start_tile(uint64_t t) {
 }
 
 // Simulates cycle now_: the combinational signals from the registers, then the registers' next
-// values. Returns whether anything happened (a handshake, an event, a state change).
-bool EngineSim::step() {
+// values.
+void EngineSim::step() {
   const uint64_t t = now_;
-  bool act = false;
+  catch_up(t);
 
   // ---- memory outputs (registered in the memory model)
-  const bool rlast = !rd_.empty() && rd_.front().last_beat == t;
-  const bool ar_ready = rd_.size() < read_limit_;  // also tsr_axi_rd's track FIFO not full
-  const bool bvalid = !resp_.empty() && resp_.front() == t;
-  const bool aw_ready = wr_out_ < write_limit_;    // also tsr_store's outstanding FIFO not full
-  const bool w_open = st_busy_ && st_aw_done_ && st_beat_ != st_end_;  // an accepted burst wants data
-  const bool w_ready = w_open && wr_credit(t) >= static_cast<int64_t>(beat_);
+  const bool fill = !fills_.empty() && fills_.front().at == t;
+  const bool port = t >= train_end_;  // else run_train() has played this cycle's requests already
 
   // ---- tsr_axi_rd
   uint32_t burst = 0;
   bool ar_fire = false, last_burst = false;
-  if (ax_busy_) {
-    const uint64_t page_left = (kPageBytes - ax_.addr % kPageBytes) / beat_;
-    burst = static_cast<uint32_t>(std::min<uint64_t>({ax_.beats, page_left, kMaxBurstBeats}));
+  if (ax_busy_ && port) {
+    burst = burst_beats();
     last_burst = burst == ax_.beats;
-    ar_fire = ar_ready;
+    ar_fire = read_slot_free(t);
   }
-  const bool req_ready = !ax_busy_ || (ar_fire && last_burst);
+  const bool req_ready = port && (!ax_busy_ || (ar_fire && last_burst));
 
   // ---- tsr_loader's arbiter: a descriptor fetch first, then round robin
   const bool desc_valid = ctrl_ == Ctrl::kFetch;
-  const bool lb_valid = lb_ == Lb::kMult || lb_ == Lb::kShift || lb_ == Lb::kBias || lb_ == Lb::kRows;
-  const bool la_valid = la_ == La::kRows || la_ == La::kCin;
-  const bool pick_a = la_valid && (rr_ || !lb_valid);
+  const bool pick_a = la_valid() && (rr_ || !lb_valid());
   const bool la_grant = !desc_valid && pick_a && req_ready;
-  const bool lb_grant = !desc_valid && !pick_a && lb_valid && req_ready;
+  const bool lb_grant = !desc_valid && !pick_a && lb_valid() && req_ready;
   const bool desc_grant = desc_valid && req_ready;
 
   // ---- tsr_seq
+  take_credits(t);
   const bool go = ctrl_ == Ctrl::kRun && can_start_tile(t);
   uint8_t a_rel = 0, b_rel = 0, c_rel = 0, p_rel = 0;
-  bool ro_start = false, row_out = false, tile_end = false, done_now = false;
+  bool ro_start = false, tile_end = false, done_now = false;
   if (!ev_arel_.empty() && ev_arel_.front().at == t) a_rel = uint8_t(1u << ev_arel_.front().slot);
   if (!ev_brel_.empty() && ev_brel_.front().at == t) b_rel = uint8_t(1u << ev_brel_.front().slot);
   if (!ev_ro_.empty() && ev_ro_.front() == t) ro_start = true;
-  if (!ev_rows_.empty() && ev_rows_.front().first + ev_row_ == t) row_out = true;
   if (!ev_end_.empty() && ev_end_.front().at == t) {
     const TileEndEvent& e = ev_end_.front();
     tile_end = true;
@@ -360,71 +540,24 @@ bool EngineSim::step() {
   }
   if (ctrl_ == Ctrl::kRun && tiles_left() && t >= sq_next_start_ && !go) ++stall_;
 
-  // ---- tsr_store
-  const bool take = !st_busy_ && !st_fifo_.empty();
-  const bool aw_fire = st_busy_ && !st_aw_done_ && aw_ready;
-  const bool w_fire = st_busy_ && st_beat_ != st_end_ && w_ready;
-  const bool store_idle = st_fifo_.empty() && !st_busy_ && wr_out_ == 0;
-
-  act = rlast || bvalid || ar_fire || desc_grant || la_grant || lb_grant || go || a_rel || b_rel || ro_start ||
-        row_out || tile_end || take || aw_fire || w_fire;
-
   // ================================================================ next state
-  // ---- memory write side and tsr_store
-  if (w_fire) {
-    wc_val_ = std::min<int64_t>(cap_, wr_credit(t) - static_cast<int64_t>(beat_) + bpc_);
-    wc_edge_ = t + 1;
-    if (st_beat_ + 1 == st_end_) {  // WLAST: the response comes `latency` after the edge that takes it
-      last_bvalid_ = std::max(t + 1 + lat_, last_bvalid_ + 1);
-      resp_.push(last_bvalid_);
-    }
-  }
-  if (bvalid) resp_.pop();
-  wr_out_ = wr_out_ + (aw_fire ? 1 : 0) - (bvalid ? 1 : 0);
-  {
-    const bool aw_done = st_aw_done_ || aw_fire;
-    const uint32_t beat = st_beat_ + (w_fire ? 1 : 0);
-    if (st_busy_ && aw_done && beat == st_end_) {
-      if (st_end_ == st_beats_) {
-        st_busy_ = false;
-      } else {  // the rest of the row, from the next page
-        st_aw_done_ = false;
-        st_end_ = st_beats_;
-      }
-    } else {
-      st_aw_done_ = aw_done;
-    }
-    st_beat_ = beat;
-  }
-  if (take) {
-    const StoreRow& r = st_fifo_.front();
-    st_busy_ = true;
-    st_aw_done_ = false;
-    st_beat_ = 0;
-    st_end_ = r.first_end;
-    st_beats_ = r.beats;
-    st_fifo_.pop();
-  }
-
   // ---- read side: the last beat of a burst (fills a slot), address handshakes, new requests
   uint8_t a_fill = 0, b_fill = 0, c_fill = 0;
   bool desc_in = false;
-  if (rlast) {
-    const ReadBurst& b = rd_.front();
-    if (b.fill) {
-      switch (b.dest) {
-        case Dest::kA: a_fill = uint8_t(1u << b.slot); break;
-        case Dest::kB: b_fill = uint8_t(1u << b.slot); break;
-        case Dest::kCin: c_fill = uint8_t(1u << b.slot); break;
-        case Dest::kDesc: desc_in = true; break;
-        case Dest::kTable: break;
-      }
+  if (fill) {
+    const Fill& f = fills_.front();
+    switch (f.dest) {
+      case Dest::kA: a_fill = uint8_t(1u << f.slot); break;
+      case Dest::kB: b_fill = uint8_t(1u << f.slot); break;
+      case Dest::kCin: c_fill = uint8_t(1u << f.slot); break;
+      case Dest::kDesc: desc_in = true; break;
+      case Dest::kTable: break;
     }
-    rd_.pop();
+    fills_.pop();
   }
   if (ar_fire) {
-    const uint64_t last = schedule_burst(t + 1 + lat_, burst);
-    rd_.push({last, ax_.dest, ax_.slot, last_burst && ax_.fill});
+    const uint64_t last = issue_burst(t, burst);
+    if (last_burst && ax_.fill) fills_.push({last, ax_.dest, ax_.slot});
     ax_.addr += burst * beat_;
     ax_.beats -= burst;
     if (last_burst) ax_busy_ = false;
@@ -448,72 +581,30 @@ bool EngineSim::step() {
     case Lb::kWait:
       if (lb_cols_left_ == 0) {
         lb_ = Lb::kIdle;
-        act = true;
       } else if (!((b_busy_ | p_busy_) >> (lb_nb_ & 1) & 1)) {
         b_claim = uint8_t(1u << (lb_nb_ & 1));
         lb_k_ = 0;
         lb_ = int8_ ? Lb::kMult : (bias_ ? Lb::kBias : Lb::kRows);
-        act = true;
       }
       break;
-    case Lb::kMult:
-      if (lb_grant) lb_ = Lb::kShift;
+    default:
+      if (lb_grant) lb_granted();
       break;
-    case Lb::kShift:
-      if (lb_grant) lb_ = bias_ ? Lb::kBias : Lb::kRows;
-      break;
-    case Lb::kBias:
-      if (lb_grant) lb_ = Lb::kRows;
-      break;
-    case Lb::kRows:
-      if (lb_grant) {
-        if (lb_k_ == k_ - 1) {
-          lb_ = Lb::kWait;
-          ++lb_nb_;
-          lb_cols_left_ = lb_cols_left_ > cols_ ? lb_cols_left_ - cols_ : 0;
-        }
-        ++lb_k_;
-      }
-      break;
-    default: break;
   }
   switch (la_) {
     case La::kWait:
       if (la_cols_left_ == 0) {
         la_ = La::kIdle;
-        act = true;
       } else if (!((a_busy_ >> la_tile_) & 1) && !(acc_ && ((c_busy_ >> la_tile_) & 1))) {
         a_claim = uint8_t(1u << la_tile_);
         if (acc_) c_claim = a_claim;
         la_i_ = 0;
         la_ = La::kRows;
-        act = true;
       }
       break;
-    case La::kRows:
-    case La::kCin:
-      if (la_grant) {
-        const bool row_last = la_i_ + 1 == std::min(rows_, la_rows_left_);
-        ++la_i_;
-        if (row_last && la_ == La::kRows && acc_) {
-          la_ = La::kCin;
-          la_i_ = 0;
-        } else if (row_last) {
-          la_ = La::kWait;
-          la_tile_ ^= 1;
-          if (la_rows_left_ <= rows_) {
-            la_rows_left_ = d_.m;
-            la_cols_left_ = la_cols_left_ > cols_ ? la_cols_left_ - cols_ : 0;
-            la_mb_ = 0;
-            ++la_nb_;
-          } else {
-            la_rows_left_ -= rows_;
-            ++la_mb_;
-          }
-        }
-      }
+    default:
+      if (la_grant) la_granted();
       break;
-    default: break;
   }
   a_busy_ = (a_busy_ | a_claim) & ~a_rel;
   b_busy_ = (b_busy_ | b_claim) & ~b_rel;
@@ -530,21 +621,7 @@ bool EngineSim::step() {
     ev_ro_.pop();
     --sq_info_;
   }
-  if (row_out) {
-    const RowsEvent& e = ev_rows_.front();
-    const uint64_t addr = e.c_addr + ev_row_ * d_.ldc;
-    const uint64_t bytes = uint64_t{e.cols} * (int8_ ? 1 : 4), lane = addr % beat_;
-    const uint32_t beats = static_cast<uint32_t>(ceil_div(lane + bytes, beat_));
-    const uint64_t page_beats = (kPageBytes - (addr - lane) % kPageBytes) / beat_;
-    st_fifo_.push({beats, static_cast<uint32_t>(std::min<uint64_t>(page_beats, beats))});
-    write_bytes_ += bytes;
-    if (++ev_row_ == e.rows) {
-      ev_rows_.pop();
-      ev_row_ = 0;
-    }
-  }
   if (tile_end) ev_end_.pop();
-  if (take) ++sq_credits_;
   if (go) start_tile(t);
   if (done_now) {
     sq_done_ = true;
@@ -561,7 +638,6 @@ bool EngineSim::step() {
       break;
     case Ctrl::kDecode:
       ctrl_ = Ctrl::kCheck;
-      act = true;
       break;
     case Ctrl::kCheck:
       if (gemm_) {
@@ -570,52 +646,101 @@ bool EngineSim::step() {
       } else {
         ctrl_ = Ctrl::kComplete;
       }
-      act = true;
       break;
     case Ctrl::kRun:
-      if (sq_done_ && store_idle) {
+      if (sq_done_ && t >= st_idle_) {
         ctrl_ = Ctrl::kComplete;
-        act = true;
       }
       break;
     case Ctrl::kComplete:
       ctrl_ = Ctrl::kDone;
-      act = true;
       break;
     case Ctrl::kDone: break;
   }
+  if (skip_ && (la_grant || lb_grant)) run_train(t);
   ++now_;
-  return act;
 }
 
-// The first cycle after now_ at which a quiet engine may do something: the next scheduled event.
+// Sequencer events of cycles before t that were not stepped (no one waited for them): their effect,
+// as the registers hold it from the cycle after the event on.
+void EngineSim::catch_up(uint64_t t) {
+  for (; !ev_arel_.empty() && ev_arel_.front().at < t; ev_arel_.pop()) {
+    a_busy_ &= ~(1u << ev_arel_.front().slot);
+    a_full_ &= ~(1u << ev_arel_.front().slot);
+  }
+  for (; !ev_brel_.empty() && ev_brel_.front().at < t; ev_brel_.pop()) {
+    b_busy_ &= ~(1u << ev_brel_.front().slot);
+    b_full_ &= ~(1u << ev_brel_.front().slot);
+  }
+  for (; !ev_ro_.empty() && ev_ro_.front() < t; ev_ro_.pop()) --sq_info_;
+  for (; !ev_end_.empty() && ev_end_.front().at < t; ev_end_.pop()) {
+    const TileEndEvent& e = ev_end_.front();
+    if (acc_) {
+      c_busy_ &= ~(1u << e.cslot);
+      c_full_ &= ~(1u << e.cslot);
+    }
+    if (e.nblast) p_busy_ &= ~(1u << e.pslot);
+    if (e.final_tile) {
+      sq_done_ = true;
+      sq_running_ = false;
+    }
+  }
+}
+
+// Whether nothing would happen in cycle t that matters now: no handshake, no state change, no event
+// that a loader, the sequencer or the controller waits for. It may say no where the cycle is quiet
+// after all (the cycle is then stepped), never the reverse.
+bool EngineSim::quiet(uint64_t t) {
+  if (ctrl_ != Ctrl::kRun && ctrl_ != Ctrl::kWaitDesc) return false;
+  if (!fills_.empty() && fills_.front().at == t) return false;
+  if (t >= train_end_ && (ax_busy_ ? read_slot_free(t) : la_valid() || lb_valid())) return false;
+  if (lb_ == Lb::kWait && (lb_cols_left_ == 0 || !lb_blocked())) return false;
+  if (la_ == La::kWait && (la_cols_left_ == 0 || !la_blocked())) return false;
+  if (la_ == La::kWait && ((!ev_arel_.empty() && ev_arel_.front().at == t) || (!ev_end_.empty() && ev_end_.front().at == t)))
+    return false;
+  if (lb_ == Lb::kWait && ((!ev_brel_.empty() && ev_brel_.front().at == t) || (!ev_end_.empty() && ev_end_.front().at == t)))
+    return false;
+  if (sq_info_ >= kInfoDepth && !ev_ro_.empty() && ev_ro_.front() == t) return false;
+  if (final_end_ == t) return false;
+  if (ctrl_ == Ctrl::kRun) {
+    take_credits(t);
+    if (can_start_tile(t) || (sq_done_ && t >= st_idle_)) return false;
+  }
+  return true;
+}
+
+// The first cycle from now_ on at which a quiet engine may do something: the next scheduled event.
 uint64_t EngineSim::wake() const {
   uint64_t w = kNever;
-  if (!rd_.empty()) w = std::min(w, rd_.front().last_beat);
-  if (!resp_.empty()) w = std::min(w, resp_.front());
-  if (!ev_arel_.empty()) w = std::min(w, ev_arel_.front().at);
-  if (!ev_brel_.empty()) w = std::min(w, ev_brel_.front().at);
-  if (!ev_ro_.empty()) w = std::min(w, ev_ro_.front());
-  if (!ev_rows_.empty()) w = std::min(w, ev_rows_.front().first + ev_row_);
-  if (!ev_end_.empty()) w = std::min(w, ev_end_.front().at);
-  if (ctrl_ == Ctrl::kRun && tiles_left() && sq_next_start_ >= now_) w = std::min(w, sq_next_start_);
-  if (st_busy_ && st_aw_done_ && st_beat_ != st_end_) {  // W data waiting for bandwidth credit
-    const int64_t c = wr_credit(now_);
-    const uint64_t wait = c >= static_cast<int64_t>(beat_) ? 0 : ceil_div(beat_ - c, bpc_);
-    w = std::min(w, now_ + wait);
+  if (!fills_.empty()) w = std::min(w, fills_.front().at);
+  if (now_ < train_end_) {
+    w = std::min(w, train_end_);
+  } else if (ax_busy_) {  // a burst waiting for a free slot
+    w = std::min(w, rd_bursts_ < read_limit_ ? now_ : std::max(now_, read_slot_at()));
   }
+  // Sequencer events that something waits for; the others are applied when a later cycle is stepped.
+  if (la_ == La::kWait && !ev_arel_.empty()) w = std::min(w, ev_arel_.front().at);
+  if (lb_ == Lb::kWait && !ev_brel_.empty()) w = std::min(w, ev_brel_.front().at);
+  if ((la_ == La::kWait || lb_ == Lb::kWait) && !ev_end_.empty()) w = std::min(w, ev_end_.front().at);
+  if (sq_info_ >= kInfoDepth && !ev_ro_.empty()) w = std::min(w, ev_ro_.front());
+  if (!sq_done_) w = std::min(w, final_end_);
+  if (ctrl_ == Ctrl::kRun && tiles_left() && sq_next_start_ >= now_) w = std::min(w, sq_next_start_);
+  if (ctrl_ == Ctrl::kRun && tiles_left() && sq_credits_ < cur_vr()) {  // credits the next tile needs
+    const uint32_t need = cur_vr() - sq_credits_;
+    if (need <= takes_.size()) w = std::min(w, takes_[need - 1] + 1);
+  }
+  if (ctrl_ == Ctrl::kRun && sq_done_) w = std::min(w, st_idle_);
   return std::max(w, now_);
 }
 
 TimingEstimate EngineSim::run() {
-  wc_val_ = cap_;
   while (ctrl_ != Ctrl::kDone) {
-    const bool active = step();
-    if (active || !skip_) continue;
+    step();
+    if (!skip_ || !quiet(now_)) continue;
     const uint64_t w = wake();
     if (w == kNever) throw std::logic_error(fmt::format("timing model: engine stuck at cycle {}", now_));
-    // The cycles up to w are copies of the quiet one just simulated, stalls included.
-    if (ctrl_ == Ctrl::kRun && tiles_left() && now_ - 1 >= sq_next_start_) stall_ += w - now_;
+    // The cycles up to w are all like cycle now_, stalls included.
+    if (ctrl_ == Ctrl::kRun && tiles_left() && now_ >= sq_next_start_) stall_ += w - now_;
     now_ = w;
   }
   TimingEstimate e;
@@ -633,6 +758,8 @@ uint64_t output_stationary_cycles(uint32_t m, uint32_t n, uint32_t k, const Engi
 }
 
 TimingEstimate estimate(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem) {
+  if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm && (d.m == 0 || d.n == 0 || d.k == 0))
+    throw std::invalid_argument("timing model: a GEMM needs M, N and K of at least 1");
   return EngineSim(d, cfg, mem, true).run();
 }
 
