@@ -1,4 +1,4 @@
-// The memory system the engine sees, and the analytical timing model of the engine.
+// The memory system the engine sees, and the timing model of the engine.
 #pragma once
 
 #include <cstdint>
