@@ -760,6 +760,9 @@ uint64_t output_stationary_cycles(uint32_t m, uint32_t n, uint32_t k, const Engi
 TimingEstimate estimate(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem) {
   if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm && (d.m == 0 || d.n == 0 || d.k == 0))
     throw std::invalid_argument("timing model: a GEMM needs M, N and K of at least 1");
+  if (std::min(cfg.max_reads, mem.max_reads) - 1 > 255 || mem.max_writes == 0)
+    throw std::invalid_argument(fmt::format("timing model: {} read and {} write bursts in flight are out of range",
+                                            std::min(cfg.max_reads, mem.max_reads), mem.max_writes));
   return EngineSim(d, cfg, mem, true).run();
 }
 
