@@ -86,6 +86,8 @@ std::vector<uint8_t> unpack_c(const GemmProblem& p, const Layout& l, const uint8
 
 }  // namespace
 
+Descriptor gemm_descriptor(const GemmProblem& p, uint64_t base) { return describe(p, Layout(p), base); }
+
 GemmProblem GemmProblem::random(const GemmRequest& req) {
   GemmProblem p;
   p.req = req;

@@ -41,6 +41,10 @@ struct GemmOutcome {
   std::optional<driver::ScoreboardStatus> scoreboard;  // rtl only: the verdict so far
 };
 
+// The descriptor run_gemm submits for `p` when its buffer sits at device address `base`
+// (only p.req and the requantization parameters matter, not the operands).
+Descriptor gemm_descriptor(const GemmProblem& p, uint64_t base);
+
 // The golden model's result for `p`, packed like GemmOutcome::c.
 std::vector<uint8_t> golden_gemm(const GemmProblem& p, const EngineConfig& cfg);
 

@@ -1,4 +1,4 @@
-// The memory system the engine sees, and the analytical timing model of the engine.
+// The memory system the engine sees, and the timing model of the engine.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +29,15 @@ struct TimingEstimate {
   uint64_t write_bytes = 0;   // strobed bytes
 };
 
-// The analytical timing model of the engine (docs/ENGINE.md derives it). `d` must be valid.
+// The timing model of the engine: a cycle-level simulation of its control path (docs/ENGINE.md,
+// "Cycle model"). `d` must be valid; a NOP costs its fetch. `cycles` is what the engine's busy
+// counter counts for `d` alone on an idle engine with the platform's memory model.
 TimingEstimate estimate(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem);
+
+namespace detail {
+// The same simulation without skipping quiet cycles; for tests that skipping changes nothing.
+TimingEstimate estimate_every_cycle(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem);
+}  // namespace detail
 
 // The stall-free cycle count of the classic output-stationary dataflow:
 // ceil(M/R) * ceil(N/C) * (K + R + C - 2).
