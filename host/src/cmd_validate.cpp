@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <utility>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -44,12 +45,15 @@ int validate(const std::vector<std::string>& args) {
   const bool json = vm.count("json") > 0;
   const auto spec = driver::DeviceSpec::parse(device);
 
-  // Text mode prints each check as it ends; a terminal also sees which one is running.
+  // Text mode prints each check as it ends (flushed on a terminal), the header with the first one,
+  // so that a device spec with a bad option gets only its one-line error.
   const bool tty = !json && ::isatty(STDOUT_FILENO);
-  if (!json) std::cout << fmt::format("validating {} at level {} (seed {})\n\n{:<26} {:<10} {:>8}  {}\n", spec.str(),
-                                      level, ho.seed, "CHECK", "RESULT", "SECONDS", "DETAIL");
+  bool header = false;
   ho.on_result = [&](const driver::CheckResult& r) {
     if (json) return;
+    if (!std::exchange(header, true))
+      std::cout << fmt::format("validating {} at level {} (seed {})\n\n{:<26} {:<10} {:>8}  {}\n", spec.str(), level,
+                               ho.seed, "CHECK", "RESULT", "SECONDS", "DETAIL");
     std::cout << fmt::format("{:<26} {:<10} {:>8.2f}  {}\n", r.name, driver::to_string(r.result), r.seconds, r.detail);
     if (tty) std::cout.flush();
   };
