@@ -1,0 +1,44 @@
+// Matrix products on a Tessera device (any driver backend) in int8: the left operand quantized
+// per row (per token), the right one per column (per output channel), symmetric, to [-127, 127];
+// the engine multiplies into int32 and the host dequantizes: c = acc * scale_row * scale_col.
+// Weights are quantized and uploaded once and stay resident on the device.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "tessera/driver.hpp"
+#include "tessera/transformer.hpp"
+
+namespace tessera {
+
+struct AccelStats {
+  uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
+};
+
+class AccelBackend final : public MatmulBackend {
+ public:
+  explicit AccelBackend(driver::Device& dev) : dev_(dev) {}
+  std::string name() const override { return dev_.properties().spec; }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+              bool b_transposed) override;
+  void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
+  const AccelStats& stats() const { return stats_; }
+
+ private:
+  // An int8 right-hand operand in device memory, row pitch aligned, with its column scales.
+  struct Operand {
+    driver::Buffer buf;
+    uint32_t k = 0, n = 0;
+    uint64_t ld = 0;
+    std::vector<float> scale;
+  };
+  Operand upload_b(const float* b, uint32_t k, uint32_t n, bool transposed);
+  void run(const float* a, uint32_t m, const Operand& b, float* c);
+
+  driver::Device& dev_;
+  std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
+  AccelStats stats_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,253 @@
+// GPT-2 models: configuration, loading and saving in the Hugging Face layout, bad checkpoints,
+// and the CPU forward pass against an independent double-precision reference.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/gpt2.hpp"
+#include "tessera/accel_backend.hpp"
+#include "tessera/transformer.hpp"
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Straight from the definition, in double, sharing no code with forward().
+std::vector<double> reference_logits(const Gpt2Model& m, const std::vector<int32_t>& tokens) {
+  const auto& c = m.cfg;
+  const size_t T = tokens.size(), E = c.width, H = c.heads, D = E / H;
+  std::vector<std::vector<double>> x(T, std::vector<double>(E));
+  for (size_t t = 0; t < T; ++t)
+    for (size_t e = 0; e < E; ++e) x[t][e] = double(m.wte[size_t(tokens[t]) * E + e]) + m.wpe[t * E + e];
+  auto norm = [&](const std::vector<double>& v, const LayerNormWeights& w) {
+    double mean = 0, var = 0;
+    for (double a : v) mean += a;
+    mean /= double(v.size());
+    for (double a : v) var += (a - mean) * (a - mean);
+    var /= double(v.size());
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = (v[i] - mean) / std::sqrt(var + c.eps) * w.w[i] + w.b[i];
+    return out;
+  };
+  auto lin = [](const std::vector<double>& v, const Linear& l) {
+    std::vector<double> out(l.out);
+    for (size_t o = 0; o < l.out; ++o) {
+      double s = l.b[o];
+      for (size_t i = 0; i < l.in; ++i) s += v[i] * l.w[i * l.out + o];
+      out[o] = s;
+    }
+    return out;
+  };
+  for (const auto& b : m.blocks) {
+    std::vector<std::vector<double>> qkv(T);
+    for (size_t t = 0; t < T; ++t) qkv[t] = lin(norm(x[t], b.ln_1), b.c_attn);
+    std::vector<std::vector<double>> att(T, std::vector<double>(E, 0.0));
+    for (size_t h = 0; h < H; ++h)
+      for (size_t i = 0; i < T; ++i) {
+        std::vector<double> p(i + 1);
+        double peak = -1e300, sum = 0;
+        for (size_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (size_t d = 0; d < D; ++d) s += qkv[i][h * D + d] * qkv[j][E + h * D + d];
+          p[j] = s / std::sqrt(double(D));
+          peak = std::max(peak, p[j]);
+        }
+        for (auto& a : p) sum += a = std::exp(a - peak);
+        for (size_t j = 0; j <= i; ++j)
+          for (size_t d = 0; d < D; ++d) att[i][h * D + d] += p[j] / sum * qkv[j][2 * E + h * D + d];
+      }
+    for (size_t t = 0; t < T; ++t) {
+      const auto proj = lin(att[t], b.attn_proj);
+      for (size_t e = 0; e < E; ++e) x[t][e] += proj[e];
+      auto f = lin(norm(x[t], b.ln_2), b.c_fc);
+      for (auto& a : f) a = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+      const auto down = lin(f, b.mlp_proj);
+      for (size_t e = 0; e < E; ++e) x[t][e] += down[e];
+    }
+  }
+  std::vector<double> logits(T * c.vocab);
+  for (size_t t = 0; t < T; ++t) {
+    const auto h = norm(x[t], m.ln_f);
+    for (size_t v = 0; v < c.vocab; ++v) {
+      double s = 0;
+      for (size_t e = 0; e < E; ++e) s += h[e] * m.wte[v * E + e];
+      logits[t * c.vocab + v] = s;
+    }
+  }
+  return logits;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("tessera-gpt2-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(reinterpret_cast<uintptr_t>(this)));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("GPT-2 config from config.json", "[unit][gpt2]") {
+  const auto c = Gpt2Config::from_json(
+      {{"n_embd", 768}, {"n_head", 12}, {"n_layer", 12}, {"n_ctx", 1024}, {"vocab_size", 50257}}, "config.json");
+  CHECK(c.head_dim() == 64);
+  CHECK(c.positions == 1024);
+  CHECK(c.eps == 1e-5f);
+  CHECK_THROWS_WITH(Gpt2Config::from_json({{"n_embd", 100}, {"n_head", 3}, {"n_layer", 1}, {"n_positions", 8},
+                                           {"vocab_size", 10}},
+                                          "c"),
+                    Catch::Contains("n_head = 3 does not divide n_embd = 100"));
+  CHECK_THROWS_WITH(Gpt2Config::from_json({{"n_embd", 64}, {"n_layer", 1}, {"n_positions", 8}, {"vocab_size", 10}}, "c"),
+                    Catch::Contains("'n_head' is missing"));
+  CHECK_THROWS_AS(Gpt2Config::from_json({{"n_embd", -4}, {"n_head", 1}, {"n_layer", 1}, {"n_positions", 8},
+                                         {"vocab_size", 10}},
+                                        "c"),
+                  ModelError);
+}
+
+TEST_CASE("the tiny model and the CPU forward pass match a double-precision reference", "[unit][gpt2]") {
+  const Gpt2Model m = Gpt2Model::tiny(7);
+  CHECK(m.cfg.width == 128);
+  CHECK(m.parameters() == 512u * 128 + 256u * 128 + 2 * (12u * 128 * 128 + 13u * 128) + 2 * 128);
+  std::vector<int32_t> tokens = {1, 17, 300, 42, 511, 0, 9, 256, 33, 100, 7, 7};
+  CpuBackend cpu;
+  const auto logits = forward(m, tokens, 1, static_cast<uint32_t>(tokens.size()), cpu);
+  const auto want = reference_logits(m, tokens);
+  REQUIRE(logits.size() == want.size());
+  const double err = rel_l2(logits, want);
+  INFO("relative L2 error " << err);
+  CHECK(err < 1e-5);
+  double spread = 0;
+  for (double w : want) spread = std::max(spread, std::abs(w));
+  CHECK(spread > 1.0);  // logits with a realistic spread, not a flat distribution
+
+  // A batch is its sequences side by side (BLAS may block a taller product differently, so not
+  // bit for bit).
+  std::vector<int32_t> two = tokens;
+  two.insert(two.end(), tokens.rbegin(), tokens.rend());
+  const auto both = forward(m, two, 2, static_cast<uint32_t>(tokens.size()), cpu);
+  CHECK(compare_logits(std::span(both).first(logits.size()), logits, m.cfg.vocab).rel_l2 < 1e-6);
+}
+
+TEST_CASE("bad token input is rejected with the reason", "[unit][gpt2]") {
+  const Gpt2Model m = Gpt2Model::tiny();
+  CpuBackend cpu;
+  const std::vector<int32_t> bad = {1, 512};
+  CHECK_THROWS_WITH(forward(m, bad, 1, 2, cpu), Catch::Contains("outside the vocabulary"));
+  const std::vector<int32_t> neg = {-1};
+  CHECK_THROWS_AS(forward(m, neg, 1, 1, cpu), std::invalid_argument);
+  const std::vector<int32_t> long_seq(257, 1);
+  CHECK_THROWS_WITH(forward(m, long_seq, 1, 257, cpu), Catch::Contains("more than the model's 256 positions"));
+  CHECK_THROWS_AS(forward(m, bad, 2, 2, cpu), std::invalid_argument);
+}
+
+TEST_CASE("checkpoints round-trip in the Hugging Face layout", "[unit][gpt2]") {
+  TempDir dir;
+  const Gpt2Model m = Gpt2Model::tiny(3);
+  m.save(dir.path / "f32");
+  const Gpt2Model back = Gpt2Model::load(dir.path / "f32");
+  CHECK(back.cfg.vocab == m.cfg.vocab);
+  CHECK(back.wte == m.wte);
+  CHECK(back.blocks[1].mlp_proj.w == m.blocks[1].mlp_proj.w);
+  CHECK(back.ln_f.b == m.ln_f.b);
+
+  m.save(dir.path / "bf16", DType::kBF16);
+  const Gpt2Model half = Gpt2Model::load(dir.path / "bf16");
+  CHECK(std::abs(half.wte[5] - m.wte[5]) <= std::abs(m.wte[5]) / 128);
+
+  // GPT2LMHeadModel checkpoints carry a "transformer." prefix (and extra buffers, ignored).
+  const SafetensorsFile f = SafetensorsFile::open(dir.path / "f32" / "model.safetensors");
+  std::vector<NamedTensor> prefixed;
+  for (const auto& [name, info] : f.tensors()) prefixed.push_back({"transformer." + name, DType::kF32, info.shape, f.load_f32(name)});
+  prefixed.push_back({"lm_head.weight", DType::kF32, {m.cfg.vocab, m.cfg.width}, m.wte});
+  fs::create_directories(dir.path / "hf");
+  fs::copy_file(dir.path / "f32" / "config.json", dir.path / "hf" / "config.json");
+  write_safetensors(dir.path / "hf" / "model.safetensors", prefixed);
+  CHECK(Gpt2Model::load(dir.path / "hf").blocks[0].c_attn.w == m.blocks[0].c_attn.w);
+}
+
+TEST_CASE("bad checkpoints are ModelErrors naming the problem", "[unit][gpt2]") {
+  TempDir dir;
+  const Gpt2Model m = Gpt2Model::tiny(3);
+  m.save(dir.path / "good");
+  CHECK_THROWS_WITH(Gpt2Model::load(dir.path / "nowhere"), Catch::Contains("does not exist"));
+
+  fs::create_directories(dir.path / "noweights");
+  fs::copy_file(dir.path / "good" / "config.json", dir.path / "noweights" / "config.json");
+  CHECK_THROWS_AS(Gpt2Model::load(dir.path / "noweights"), ModelError);
+
+  // A missing tensor, and a tensor of the wrong shape.
+  const SafetensorsFile f = SafetensorsFile::open(dir.path / "good" / "model.safetensors");
+  std::vector<NamedTensor> all;
+  for (const auto& [name, info] : f.tensors()) all.push_back({name, DType::kF32, info.shape, f.load_f32(name)});
+  for (const auto& [label, edit, needle] :
+       std::vector<std::tuple<std::string, std::function<void(std::vector<NamedTensor>&)>, std::string>>{
+           {"missing", [](auto& t) { std::erase_if(t, [](const NamedTensor& n) { return n.name == "h.1.mlp.c_fc.bias"; }); },
+            "h.1.mlp.c_fc.bias"},
+           {"shape", [](auto& t) {
+              for (auto& n : t)
+                if (n.name == "h.0.ln_1.weight") {
+                  n.shape = {64, 2};
+                }
+            },
+            "h.0.ln_1.weight"}}) {
+    const fs::path d = dir.path / label;
+    fs::create_directories(d);
+    fs::copy_file(dir.path / "good" / "config.json", d / "config.json");
+    auto tensors = all;
+    edit(tensors);
+    write_safetensors(d / "model.safetensors", tensors);
+    CHECK_THROWS_WITH(Gpt2Model::load(d), Catch::Contains(needle));
+  }
+
+  // A config whose heads do not divide the width.
+  const fs::path d = dir.path / "heads";
+  fs::create_directories(d);
+  fs::copy_file(dir.path / "good" / "model.safetensors", d / "model.safetensors");
+  auto cfg = m.cfg.to_json();
+  cfg["n_head"] = 3;
+  std::ofstream(d / "config.json") << cfg.dump();
+  CHECK_THROWS_WITH(Gpt2Model::load(d), Catch::Contains("does not divide"));
+}
+
+TEST_CASE("logit comparison", "[unit][gpt2]") {
+  const std::vector<float> ref = {1, 2, 3, 0, 5, 1}, same = ref, off = {1, 2, 3, 6, 5, 1};
+  const auto a = compare_logits(same, ref, 3);
+  CHECK(a.max_abs_err == 0);
+  CHECK(a.cosine == Approx(1.0));
+  CHECK(a.top1_agreement == 1.0);
+  const auto b = compare_logits(off, ref, 3);
+  CHECK(b.max_abs_err == 6);
+  CHECK(b.top1_agreement == 0.5);
+  CHECK(b.cosine < 1.0);
+}
+
+TEST_CASE("int8 on the accelerator model meets the numerics targets on the tiny model", "[unit][gpt2][accel]") {
+  const Gpt2Model m = Gpt2Model::tiny(11);
+  std::vector<int32_t> tokens(64);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % m.cfg.vocab);
+  CpuBackend cpu;
+  const auto ref = forward(m, tokens, 2, 32, cpu);
+  driver::Device dev(driver::DeviceSpec::parse("model"));
+  AccelBackend accel(dev);
+  const auto got = forward(m, tokens, 2, 32, accel);
+  const Numerics n = compare_logits(got, ref, m.cfg.vocab);
+  INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement << ", rel L2 " << n.rel_l2 << ", max abs " << n.max_abs_err);
+  CHECK(n.cosine >= 0.995);
+  CHECK(n.top1_agreement >= 0.95);
+  CHECK(n.rel_l2 > 0);  // int8, not fp32 in disguise
+  CHECK(accel.stats().macs > 0);
+}
