@@ -9,5 +9,6 @@ namespace tessera::cli {
 int devices(const std::vector<std::string>& args);
 int gemm(const std::vector<std::string>& args);
 int validate(const std::vector<std::string>& args);
+int plan(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -118,19 +118,22 @@ void for_each_tensor(Model& m, Fn&& fn) {
 
 }  // namespace
 
-Gpt2Model Gpt2Model::load(const fs::path& dir) {
-  const fs::path config = dir / "config.json", weights = dir / "model.safetensors";
+Gpt2Config Gpt2Config::load(const fs::path& dir) {
+  const fs::path config = dir / "config.json";
   if (!fs::is_directory(dir)) throw ModelError(fmt::format("model directory '{}' does not exist", dir.string()));
   std::ifstream in(config);
   if (!in) throw ModelError(fmt::format("{}: cannot read it (a model directory needs config.json)", config.string()));
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return from_json(nlohmann::json::parse(in), config.string());
   } catch (const nlohmann::json::exception& e) {
     throw ModelError(fmt::format("{}: not valid JSON: {}", config.string(), e.what()));
   }
+}
+
+Gpt2Model Gpt2Model::load(const fs::path& dir) {
   Gpt2Model m;
-  m.cfg = Gpt2Config::from_json(j, config.string());
+  m.cfg = Gpt2Config::load(dir);
+  const fs::path weights = dir / "model.safetensors";
   const uint32_t E = m.cfg.width;
   m.blocks.resize(m.cfg.layers);
   for (auto& b : m.blocks) {

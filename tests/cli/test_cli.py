@@ -109,6 +109,11 @@ for args, needle in [
     (("validate", "--device", "model?fault=melt"), "fault"),
     (("validate", "--device", "model?preset=small&fault=stuck:9,0,1"), "no PE"),
     (("validate", "--device", "model", "--duration", "-1"), "--duration"),
+    (("plan", "--plan", "0@cpu"), "no stage runs layer 1"),
+    (("plan", "--plan", "0-1@tpu"), "unknown device"),
+    (("plan", "--plan", "0-1@model:0+model:1+model:2+model:3+model:4"), "heads"),
+    (("plan", "--model", "/nonexistent-model"), "does not exist"),
+    (("plan", "--batch", "2", "--microbatches", "3"), "microbatch"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
@@ -141,6 +146,15 @@ r = run("validate", "--device", "xdma:/dev/xdma-none", "--json")
 j = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
 check("validate: no card is a failed open check, not a crash", r.returncode == 1 and j.get("result") == "fail"
       and j["tests"][0]["name"] == "open" and "no XDMA card" in j["tests"][0]["detail"], r.stdout[-500:] + r.stderr)
+
+r = run("plan", "--plan", "0@model:0+model:1;1@cpu", "--batch", "4", "--microbatches", "2", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("plan --json: stages, devices with shares and bytes, theoretical bubble",
+      r.returncode == 0 and j.get("schema_version") == 1 and len(j.get("stages", [])) == 2
+      and j["stages"][0]["devices"][1]["heads"] == [2, 4] and j["stages"][1]["devices"][0]["weight_bytes"] > 0
+      and abs(j["bubble"]["theoretical"] - 1 / 3) < 1e-9, r.stdout[-500:] + r.stderr)
+r = run("plan")
+check("plan with no arguments: the tiny model on rtl:0", r.returncode == 0 and "0-1@rtl:0" in r.stdout, r.stdout + r.stderr)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

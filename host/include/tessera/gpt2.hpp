@@ -24,6 +24,7 @@ struct Gpt2Config {
   // From a Hugging Face config.json (n_embd, n_head, n_layer, n_positions or n_ctx, vocab_size,
   // layer_norm_epsilon); ModelError names a missing key or an inconsistent value.
   static Gpt2Config from_json(const nlohmann::json& j, const std::string& where);
+  static Gpt2Config load(const std::filesystem::path& dir);  // DIR/config.json
   nlohmann::json to_json() const;
   void validate(const std::string& where) const;  // heads divide the width, sizes non-zero
 };

@@ -1,0 +1,105 @@
+#include <algorithm>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/gpt2.hpp"
+#include "tessera/plan.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+int plan(const std::vector<std::string>& args) {
+  std::string model_arg = "tiny", plan_text, tokens_text;
+  uint32_t batch = 1, seq = 0, microbatches = 1;
+  po::options_description opts(
+      "tessera plan: print an execution plan without running it: each stage's layers, each device's share\n"
+      "of every layer (heads, MLP columns, output rows), the weight bytes it holds, and the expected\n"
+      "pipeline bubble. Takes the arguments of `tessera run`");
+  opts.add_options()
+      ("help,h", "this text")
+      ("model", po::value(&model_arg)->default_value("tiny"), "a model directory (config.json + model.safetensors) or tiny")
+      ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
+      ("batch", po::value(&batch)->default_value(1), "sequences")
+      ("seq", po::value(&seq), "tokens per sequence")
+      ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
+      ("clock-mhz", po::value<double>(), "(run) accelerator clock")
+      ("seed", po::value<uint64_t>(), "(run) seed")
+      ("dump", po::value<std::string>(), "(run) dump directory")
+      ("trace", po::value<std::string>(), "(run) trace file")
+      ("csv", "(run) CSV output")
+      ("json", "print one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  if (vm.count("tokens") && (vm.count("seq") || !vm["batch"].defaulted()))
+    throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
+  if (vm.count("tokens")) {
+    batch = 1;
+    seq = static_cast<uint32_t>(std::count(tokens_text.begin(), tokens_text.end(), ',') + 1);
+  }
+  const Gpt2Config cfg = model_arg == "tiny" ? Gpt2Config{} : Gpt2Config::load(model_arg);
+  if (seq == 0) seq = std::min<uint32_t>(cfg.positions, 32);
+  if (batch == 0 || microbatches == 0) throw std::invalid_argument("--batch and --microbatches must be positive");
+  if (microbatches > batch)
+    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {} sequences: each microbatch needs one",
+                                            microbatches, batch));
+  Plan plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
+  plan.resolve(cfg);
+  const double bubble = plan.expected_bubble(microbatches);
+
+  if (vm.count("json")) {
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+    for (const auto& st : plan.stages) {
+      nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+      for (const auto& d : st.devices)
+        devs.push_back({{"device", d.spec}, {"kind", d.kind}, {"weight", d.weight},
+                        {"heads", {d.head_begin, d.head_begin + d.heads}}, {"mlp_columns", {d.mlp_begin, d.mlp_begin + d.mlp}},
+                        {"vocab_rows", {d.vocab_begin, d.vocab_begin + d.vocab}}, {"weight_bytes", d.weight_bytes}});
+      stages.push_back({{"layers", {st.first, st.last}}, {"devices", devs}});
+    }
+    const nlohmann::ordered_json j = {
+        {"schema_version", 1},
+        {"model", {{"name", model_arg}, {"layers", cfg.layers}, {"width", cfg.width}, {"heads", cfg.heads},
+                   {"vocab", cfg.vocab}, {"positions", cfg.positions}}},
+        {"plan", plan.str()}, {"batch", batch}, {"seq", seq}, {"microbatches", microbatches},
+        {"stages", stages}, {"bubble", {{"theoretical", bubble}}}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("model {}: {} layers, width {}, {} heads, vocabulary {}, {} positions\n", model_arg,
+                           cfg.layers, cfg.width, cfg.heads, cfg.vocab, cfg.positions);
+  std::cout << fmt::format("plan {}: {} stage(s); batch {} x {} tokens in {} microbatch(es)\n\n", plan.str(),
+                           plan.stages.size(), batch, seq, microbatches);
+  std::cout << fmt::format("{:<6} {:<8} {:<28} {:>6} {:>9} {:>12} {:>12} {:>14}  {}\n", "STAGE", "LAYERS", "DEVICE",
+                           "SHARE", "HEADS", "MLP COLS", "VOCAB ROWS", "WEIGHT BYTES", "WEIGHTS AS");
+  uint64_t total = 0;
+  auto range = [](uint32_t b, uint32_t n) { return n ? fmt::format("{}-{}", b, b + n - 1) : std::string("-"); };
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const auto& st = plan.stages[s];
+    double wsum = 0;
+    for (const auto& d : st.devices) wsum += d.weight;
+    for (const auto& d : st.devices) {
+      std::cout << fmt::format("{:<6} {:<8} {:<28} {:>6.2f} {:>9} {:>12} {:>12} {:>14}  {}\n", s,
+                               range(st.first, st.last - st.first + 1), d.spec, d.weight / wsum,
+                               range(d.head_begin, d.heads), range(d.mlp_begin, d.mlp), range(d.vocab_begin, d.vocab),
+                               d.weight_bytes, d.accelerator() ? "int8 + fp32 scales" : "fp32");
+      total += d.weight_bytes;
+    }
+  }
+  std::cout << fmt::format("\nweight bytes on devices: {} ({:.2f} MiB)\n", total, total / 1048576.0);
+  std::cout << fmt::format("expected bubble: {:.3f}  ((p - 1) / (m + p - 1) with p = {} stages, m = {} microbatches)\n",
+                           bubble, plan.stages.size(), microbatches);
+  return 0;
+}
+
+}  // namespace tessera::cli

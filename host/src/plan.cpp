@@ -1,0 +1,189 @@
+#include "tessera/plan.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "tessera/driver.hpp"
+
+namespace tessera {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t next = s.find(sep, pos);
+    out.push_back(s.substr(pos, next - pos));
+    if (next == std::string::npos) return out;
+    pos = next + 1;
+  }
+}
+
+uint32_t layer_number(const std::string& text, const std::string& plan) {
+  uint32_t v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
+    throw std::invalid_argument(fmt::format("plan '{}': '{}' is not a layer number", plan, text));
+  return v;
+}
+
+// `total` split in proportion to `weights`, largest remainders first, summing to `total`.
+std::vector<uint32_t> shares(uint32_t total, const std::vector<double>& weights) {
+  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+  std::vector<uint32_t> out(weights.size());
+  std::vector<std::pair<double, size_t>> rest;
+  uint32_t given = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double exact = total * weights[i] / sum;
+    out[i] = static_cast<uint32_t>(std::floor(exact));
+    given += out[i];
+    rest.emplace_back(exact - out[i], i);
+  }
+  std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; given < total; ++i, ++given) ++out[rest[i % rest.size()].second];
+  return out;
+}
+
+}  // namespace
+
+Plan Plan::parse(const std::string& text) {
+  if (text.empty()) throw std::invalid_argument("the plan is empty");
+  Plan plan;
+  std::set<std::string> seen;
+  for (const std::string& stage_text : split(text, ';')) {
+    const size_t at = stage_text.find('@');
+    if (at == std::string::npos)
+      throw std::invalid_argument(fmt::format("plan '{}': stage '{}' is not LAYERS@DEVICES", text, stage_text));
+    Stage st;
+    const std::string range = stage_text.substr(0, at);
+    const size_t dash = range.find('-');
+    st.first = layer_number(range.substr(0, dash), text);
+    st.last = dash == std::string::npos ? st.first : layer_number(range.substr(dash + 1), text);
+    if (st.last < st.first)
+      throw std::invalid_argument(fmt::format("plan '{}': layer range '{}' runs backwards", text, range));
+    for (const std::string& dev_text : split(stage_text.substr(at + 1), '+')) {
+      PlanDevice d;
+      d.spec = dev_text;
+      if (const size_t star = dev_text.rfind('*'); star != std::string::npos) {
+        d.spec = dev_text.substr(0, star);
+        const std::string w = dev_text.substr(star + 1);
+        const auto r = std::from_chars(w.data(), w.data() + w.size(), d.weight);
+        if (w.empty() || r.ec != std::errc() || r.ptr != w.data() + w.size() || !(d.weight > 0) ||
+            !std::isfinite(d.weight))
+          throw std::invalid_argument(fmt::format("plan '{}': weight '{}' of {} is not a positive number", text, w,
+                                                  d.spec));
+      }
+      if (d.spec.empty()) throw std::invalid_argument(fmt::format("plan '{}': an empty device in stage '{}'", text, stage_text));
+      d.kind = d.spec.substr(0, d.spec.find_first_of(":?"));
+      if (d.kind == "cpu") {
+        if (d.spec != "cpu") throw std::invalid_argument(fmt::format("plan '{}': the cpu device takes no index or options", text));
+      } else if (d.kind == "cuda") {
+        uint32_t index = 0;
+        const std::string idx = d.spec.size() > 5 ? d.spec.substr(5) : "0";
+        const auto r = std::from_chars(idx.data(), idx.data() + idx.size(), index);
+        if ((d.spec.size() > 4 && d.spec[4] != ':') || r.ec != std::errc() || r.ptr != idx.data() + idx.size())
+          throw std::invalid_argument(fmt::format("plan '{}': '{}' is not cuda[:i]", text, d.spec));
+      } else {
+        try {
+          d.spec = driver::DeviceSpec::parse(d.spec).str();  // model, rtl, xdma; throws for anything else
+        } catch (const driver::UsageError& e) {
+          throw std::invalid_argument(fmt::format("plan '{}': {}", text, e.what()));
+        }
+      }
+      if (!seen.insert(d.spec).second)
+        throw std::invalid_argument(fmt::format("plan '{}': device {} appears twice (one worker per device)", text, d.spec));
+      st.devices.push_back(d);
+    }
+    plan.stages.push_back(std::move(st));
+  }
+  return plan;
+}
+
+Plan Plan::single(const std::string& device, uint32_t layers) {
+  return parse(layers > 1 ? fmt::format("0-{}@{}", layers - 1, device) : fmt::format("0@{}", device));
+}
+
+void Plan::resolve(const Gpt2Config& cfg) {
+  std::vector<int> owner(cfg.layers, -1);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const Stage& st = stages[s];
+    if (st.last >= cfg.layers)
+      throw std::invalid_argument(fmt::format("plan: stage {} names layer {}, but the model has layers 0-{}", s,
+                                              st.last, cfg.layers - 1));
+    for (uint32_t l = st.first; l <= st.last; ++l) {
+      if (owner[l] >= 0)
+        throw std::invalid_argument(fmt::format("plan: layer {} is in stage {} and in stage {}", l, owner[l], s));
+      owner[l] = static_cast<int>(s);
+    }
+    if (s > 0 && st.first <= stages[s - 1].last)
+      throw std::invalid_argument(fmt::format("plan: stage {} starts before stage {} ends: stages run in layer order", s,
+                                              s - 1));
+  }
+  for (uint32_t l = 0; l < cfg.layers; ++l)
+    if (owner[l] < 0) throw std::invalid_argument(fmt::format("plan: no stage runs layer {}", l));
+
+  const uint64_t E = cfg.width, D = cfg.head_dim();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    Stage& st = stages[s];
+    std::vector<double> w;
+    for (const auto& d : st.devices) w.push_back(d.weight);
+    if (st.devices.size() > cfg.heads)
+      throw std::invalid_argument(fmt::format("plan: stage {} shards over {} devices, but the model has only {} heads",
+                                              s, st.devices.size(), cfg.heads));
+    const auto heads = shares(cfg.heads, w), mlp = shares(4 * cfg.width, w), vocab = shares(cfg.vocab, w);
+    uint32_t h0 = 0, m0 = 0, v0 = 0;
+    const bool last = s + 1 == stages.size();
+    for (size_t i = 0; i < st.devices.size(); ++i) {
+      PlanDevice& d = st.devices[i];
+      if (heads[i] == 0)
+        throw std::invalid_argument(fmt::format("plan: {} gets no attention head with weight {} of stage {}", d.spec,
+                                                d.weight, s));
+      d.heads = heads[i];
+      d.head_begin = h0;
+      d.mlp = mlp[i];
+      d.mlp_begin = m0;
+      d.vocab = last ? vocab[i] : 0;
+      d.vocab_begin = last ? v0 : 0;
+      h0 += heads[i];
+      m0 += mlp[i];
+      v0 += vocab[i];
+      // Per layer: its columns of c_attn and c_fc, its rows of the two projections. Accelerators
+      // hold int8 weights with an fp32 scale per output column (biases stay on the host); the
+      // others hold fp32 weights and biases, the projections' biases on the first device only.
+      const uint64_t qkv = 3 * D * d.heads, attn_rows = D * d.heads;
+      const uint64_t weights = E * qkv + attn_rows * E + E * d.mlp + uint64_t{d.mlp} * E;
+      const uint64_t columns = qkv + E + d.mlp + E;
+      const uint64_t biases = qkv + d.mlp + (i == 0 ? 2 * E : 0);
+      const uint64_t per_layer = d.accelerator() ? weights + 4 * columns : 4 * (weights + biases);
+      const uint64_t head = d.accelerator() ? uint64_t{d.vocab} * E + 4ull * d.vocab : 4ull * d.vocab * E;
+      d.weight_bytes = per_layer * (st.last - st.first + 1) + head;
+    }
+  }
+}
+
+std::string Plan::str() const {
+  std::string out;
+  for (const Stage& st : stages) {
+    if (!out.empty()) out += ';';
+    out += st.first == st.last ? fmt::format("{}@", st.first) : fmt::format("{}-{}@", st.first, st.last);
+    for (size_t i = 0; i < st.devices.size(); ++i) {
+      out += (i ? "+" : "") + st.devices[i].spec;
+      if (st.devices[i].weight != 1) out += fmt::format("*{}", st.devices[i].weight);
+    }
+  }
+  return out;
+}
+
+double Plan::expected_bubble(uint32_t microbatches) const {
+  const double p = static_cast<double>(stages.size()), m = std::max<uint32_t>(1, microbatches);
+  return (p - 1) / (m + p - 1);
+}
+
+}  // namespace tessera
