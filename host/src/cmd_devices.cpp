@@ -61,13 +61,9 @@ std::vector<nlohmann::json> probe_xdma() {
 int devices(const std::vector<std::string>& args) {
   po::options_description opts("tessera devices: list devices and their properties");
   opts.add_options()("help,h", "this text")("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   nlohmann::json presets = nlohmann::json::array();
   for (const auto& p : spec::kPresets) presets.push_back(std::string(p.name));
   nlohmann::json list = nlohmann::json::array();

@@ -55,13 +55,9 @@ int gemm(const std::vector<std::string>& args) {
       ("seed", po::value(&req.seed)->default_value(1), "seed of the random operands")
       ("dump", po::value(&dump_dir), "write a.npy, b.npy, c.npy (and bias, mult, shift) here")
       ("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   if (out_mode != "int32" && out_mode != "int8")
     throw driver::UsageError(fmt::format("--out must be int32 or int8, not '{}'", out_mode));
   req.int8_out = out_mode == "int8";

@@ -34,13 +34,9 @@ int plan(const std::vector<std::string>& args) {
       ("trace", po::value<std::string>(), "(run) trace file")
       ("csv", "(run) CSV output")
       ("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   if (vm.count("tokens") && (vm.count("seq") || !vm["batch"].defaulted()))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
   if (vm.count("tokens")) {

@@ -33,13 +33,9 @@ int validate(const std::vector<std::string>& args) {
       ("duration", po::value(&ho.stress_seconds)->default_value(60), "stress: seconds of random GEMMs")
       ("count", po::value(&ho.stress_count)->default_value(0), "stress: this many random GEMMs instead")
       ("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   ho.level = driver::parse_level(level);
   if (!(ho.stress_seconds >= 0)) throw driver::UsageError("--duration must be a number of seconds >= 0");
   const bool json = vm.count("json") > 0;

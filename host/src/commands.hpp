@@ -1,10 +1,17 @@
 // The tessera subcommands; each returns the process exit code and throws for errors main() maps.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <boost/program_options.hpp>
+
 namespace tessera::cli {
+
+// Parses a subcommand's arguments; with --help prints `opts` and returns nothing (exit 0).
+std::optional<boost::program_options::variables_map> parse_args(const boost::program_options::options_description& opts,
+                                                                const std::vector<std::string>& args);
 
 int devices(const std::vector<std::string>& args);
 int gemm(const std::vector<std::string>& args);

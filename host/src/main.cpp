@@ -12,6 +12,21 @@
 
 namespace po = boost::program_options;
 
+namespace tessera::cli {
+
+std::optional<po::variables_map> parse_args(const po::options_description& opts, const std::vector<std::string>& args) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return std::nullopt;
+  }
+  po::notify(vm);
+  return vm;
+}
+
+}  // namespace tessera::cli
+
 namespace {
 
 constexpr const char* kUsage = R"(usage: tessera <command> [options]
