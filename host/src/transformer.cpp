@@ -3,7 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <future>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -18,12 +20,16 @@ void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y
 
 void CpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
                         bool b_transposed) {
+  ++stats_.gemms;
+  stats_.macs += uint64_t{m} * n * k;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(k), b,
               static_cast<int>(b_transposed ? k : n), 0.0f, c, static_cast<int>(n));
 }
 
 void CpuBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
+  ++stats_.gemms;
+  stats_.macs += uint64_t{m} * w.out * w.in;
   // The bias goes in first so that one sgemm with beta = 1 adds the product to it.
   for (uint32_t r = 0; r < m; ++r) std::copy(w.b.begin(), w.b.end(), y + uint64_t{r} * w.out);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(w.out),
@@ -79,51 +85,189 @@ void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset
   }
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Columns [c0, c0 + n) of a linear layer (its bias too), or rows [r0, r0 + n) without the bias.
+Linear columns(const Linear& l, const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
+  Linear out;
+  out.in = l.in;
+  for (const auto& [c0, n] : ranges) out.out += n;
+  out.w.resize(uint64_t{out.in} * out.out);
+  out.b.reserve(out.out);
+  for (const auto& [c0, n] : ranges) out.b.insert(out.b.end(), l.b.begin() + c0, l.b.begin() + c0 + n);
+  for (uint32_t r = 0; r < l.in; ++r) {
+    uint32_t at = 0;
+    for (const auto& [c0, n] : ranges) {
+      std::copy_n(&l.w[uint64_t{r} * l.out + c0], n, &out.w[uint64_t{r} * out.out + at]);
+      at += n;
+    }
+  }
+  return out;
+}
+
+Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
+  Linear out{n, l.out, std::vector<float>(l.w.begin() + uint64_t{r0} * l.out, l.w.begin() + uint64_t{r0 + n} * l.out),
+             std::vector<float>(l.out, 0.0f)};
+  return out;
+}
+
+// Runs fn(i) for every shard, each on a thread of its own when there are several.
+template <class Fn>
+void each_shard(size_t n, Fn&& fn) {
+  if (n == 1) return fn(size_t{0});
+  std::vector<std::future<void>> jobs;
+  for (size_t i = 0; i < n; ++i) jobs.push_back(std::async(std::launch::async, fn, i));
+  for (auto& j : jobs) j.get();  // rethrows a shard's error
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : model_(model), stages_(std::move(stages)) {
+  const Gpt2Config& cfg = model.cfg;
+  const uint32_t E = cfg.width, D = cfg.head_dim();
+  if (stages_.empty()) throw std::invalid_argument("a pipeline needs a stage");
+  for (const auto& st : stages_) {
+    std::vector<std::vector<Slices>> layers;
+    for (uint32_t l = st.first; l <= st.last; ++l) {
+      const Gpt2Block& b = model.blocks.at(l);
+      std::vector<Slices> per_shard;
+      for (const Shard& sh : st.shards) {
+        const uint32_t h0 = sh.head_begin * D, hn = sh.heads * D;
+        per_shard.push_back({columns(b.c_attn, {{h0, hn}, {E + h0, hn}, {2 * E + h0, hn}}), rows(b.attn_proj, h0, hn),
+                             columns(b.c_fc, {{sh.mlp_begin, sh.mlp}}), rows(b.mlp_proj, sh.mlp_begin, sh.mlp)});
+      }
+      layers.push_back(std::move(per_shard));
+    }
+    slices_.push_back(std::move(layers));
+  }
+  for (const Shard& sh : stages_.back().shards) {
+    Linear v{E, sh.vocab, std::vector<float>(uint64_t{E} * sh.vocab), std::vector<float>(sh.vocab, 0.0f)};
+    for (uint32_t r = 0; r < sh.vocab; ++r)
+      for (uint32_t e = 0; e < E; ++e) v.w[uint64_t{e} * sh.vocab + r] = model.wte[uint64_t{sh.vocab_begin + r} * E + e];
+    vocab_.push_back(std::move(v));
+  }
+}
+
+std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
+                                     uint32_t microbatches) {
+  check_tokens(model_.cfg, tokens, batch, seq);
+  if (microbatches == 0 || microbatches > batch)
+    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
+  std::vector<float> logits(uint64_t{batch} * seq * model_.cfg.vocab);
+  for (uint32_t mb = 0, done = 0; mb < microbatches; ++mb) {
+    const uint32_t n = batch / microbatches + (mb < batch % microbatches ? 1 : 0);
+    run_microbatch(tokens.data() + uint64_t{done} * seq, n, seq, mb, &logits[uint64_t{done} * seq * model_.cfg.vocab]);
+    done += n;
+  }
+  return logits;
+}
+
+void Pipeline::run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t seq, uint32_t mb, float* logits) {
+  const Gpt2Config& cfg = model_.cfg;
+  const uint32_t E = cfg.width, D = cfg.head_dim(), T = seq, V = cfg.vocab;
+  const uint32_t rows = batch * T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> x(uint64_t{rows} * E), h(x.size());
+  auto host = [&](int stage, int layer, const char* op, Clock::time_point t0) {
+    log_.push_back({stage, layer, mb, "host", op, since(t0), {}});
+  };
+  auto t0 = Clock::now();
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint32_t c = 0; c < E; ++c)
+      x[r * E + c] = model_.wte[uint64_t(tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
+  host(0, -1, "embedding", t0);
+
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const StageShards& st = stages_[s];
+    const size_t n = st.shards.size();
+    std::vector<std::vector<float>> part(n);
+    std::vector<std::vector<OpRecord>> shard_log(n);
+    // Runs one of a shard's matrix products and logs what it cost.
+    auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) {
+      MatmulBackend& b = *st.shards[i].backend;
+      const MatmulStats before = b.stats();
+      const auto start = Clock::now();
+      fn(b);
+      shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op, since(start), b.stats() - before});
+    };
+    auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
+      const auto start = Clock::now();
+      for (size_t i = 0; i < n; ++i)
+        for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
+      for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
+      host(static_cast<int>(s), layer, "reduce_residual", start);
+    };
+    for (uint32_t l = st.first; l <= st.last; ++l) {
+      const Gpt2Block& blk = model_.blocks[l];
+      const auto& sl = slices_[s][l - st.first];
+      const int layer = static_cast<int>(l);
+      t0 = Clock::now();
+      layer_norm(x.data(), h.data(), rows, E, blk.ln_1, cfg.eps);
+      host(static_cast<int>(s), layer, "layernorm", t0);
+      each_shard(n, [&](size_t i) {
+        const uint32_t H = st.shards[i].heads, W = 3 * H * D;
+        std::vector<float> qkv(uint64_t{rows} * W), att(uint64_t{rows} * H * D), scores(uint64_t{T} * T),
+            q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+        device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].qkv, qkv.data()); });
+        device_op(i, layer, "attention", [&](MatmulBackend& b) {
+          for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+            for (uint32_t head = 0; head < H; ++head) {
+              for (uint32_t t = 0; t < T; ++t) {
+                const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
+                std::copy(row, row + D, &q[uint64_t{t} * D]);
+                std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+                std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+              }
+              b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+              for (auto& sc : scores) sc *= scale;
+              softmax_causal(scores.data(), T, T, 0);
+              b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+              for (uint32_t t = 0; t < T; ++t)
+                std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &att[(uint64_t{seq_i} * T + t) * H * D + head * D]);
+            }
+        });
+        part[i].assign(x.size(), 0.0f);
+        device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, sl[i].attn_proj, part[i].data()); });
+      });
+      reduce(layer, blk.attn_proj);
+      t0 = Clock::now();
+      layer_norm(x.data(), h.data(), rows, E, blk.ln_2, cfg.eps);
+      host(static_cast<int>(s), layer, "layernorm", t0);
+      each_shard(n, [&](size_t i) {
+        std::vector<float> up(uint64_t{rows} * sl[i].mlp_up.out);
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
+        gelu_tanh(up.data(), up.size());
+        part[i].assign(x.size(), 0.0f);
+        device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, sl[i].mlp_down, part[i].data()); });
+      });
+      reduce(layer, blk.mlp_proj);
+    }
+    if (s + 1 == stages_.size()) {
+      t0 = Clock::now();
+      layer_norm(x.data(), h.data(), rows, E, model_.ln_f, cfg.eps);
+      host(static_cast<int>(s), -1, "layernorm", t0);
+      each_shard(n, [&](size_t i) {
+        const Shard& sh = st.shards[i];
+        std::vector<float> out(uint64_t{rows} * sh.vocab);
+        device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });
+        for (uint32_t r = 0; r < rows; ++r)
+          std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &logits[uint64_t{r} * V + sh.vocab_begin]);
+      });
+    }
+    for (auto& l : shard_log) log_.insert(log_.end(), l.begin(), l.end());
+  }
+}
+
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                            MatmulBackend& backend) {
   const Gpt2Config& cfg = model.cfg;
-  check_tokens(cfg, tokens, batch, seq);
-  const uint32_t E = cfg.width, H = cfg.heads, D = cfg.head_dim(), T = seq;
-  const uint64_t rows = uint64_t{batch} * T;
-  std::vector<float> x(rows * E), h(rows * E), qkv(rows * 3 * E), att(rows * E), tmp(rows * E),
-      mlp(rows * 4 * E), scores(uint64_t{T} * T), q(uint64_t{T} * D), k(uint64_t{T} * D), v(uint64_t{T} * D),
-      o(uint64_t{T} * D);
-  for (uint64_t r = 0; r < rows; ++r) {
-    const uint64_t pos = r % T, tok = static_cast<uint64_t>(tokens[r]);
-    for (uint32_t c = 0; c < E; ++c) x[r * E + c] = model.wte[tok * E + c] + model.wpe[pos * E + c];
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  for (const Gpt2Block& b : model.blocks) {
-    layer_norm(x.data(), h.data(), static_cast<uint32_t>(rows), E, b.ln_1, cfg.eps);
-    backend.linear(h.data(), static_cast<uint32_t>(rows), b.c_attn, qkv.data());
-    for (uint32_t s = 0; s < batch; ++s)
-      for (uint32_t head = 0; head < H; ++head) {
-        // Gather this head's q, k, v rows (q | k | v side by side, heads within each).
-        for (uint32_t t = 0; t < T; ++t) {
-          const float* row = &qkv[(uint64_t{s} * T + t) * 3 * E + uint64_t{head} * D];
-          std::copy(row, row + D, &q[uint64_t{t} * D]);
-          std::copy(row + E, row + E + D, &k[uint64_t{t} * D]);
-          std::copy(row + 2 * E, row + 2 * E + D, &v[uint64_t{t} * D]);
-        }
-        backend.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
-        for (auto& sc : scores) sc *= scale;
-        softmax_causal(scores.data(), T, T, 0);
-        backend.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
-        for (uint32_t t = 0; t < T; ++t)
-          std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &att[(uint64_t{s} * T + t) * E + uint64_t{head} * D]);
-      }
-    backend.linear(att.data(), static_cast<uint32_t>(rows), b.attn_proj, tmp.data());
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-    layer_norm(x.data(), h.data(), static_cast<uint32_t>(rows), E, b.ln_2, cfg.eps);
-    backend.linear(h.data(), static_cast<uint32_t>(rows), b.c_fc, mlp.data());
-    gelu_tanh(mlp.data(), mlp.size());
-    backend.linear(mlp.data(), static_cast<uint32_t>(rows), b.mlp_proj, tmp.data());
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-  }
-  layer_norm(x.data(), h.data(), static_cast<uint32_t>(rows), E, model.ln_f, cfg.eps);
-  std::vector<float> logits(rows * cfg.vocab);
-  backend.matmul(h.data(), model.wte.data(), logits.data(), static_cast<uint32_t>(rows), cfg.vocab, E, true);
-  return logits;
+  StageShards all{0, cfg.layers - 1, {Shard{&backend, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}};
+  return Pipeline(model, {all}).forward(tokens, batch, seq);
 }
 
 Numerics compare_logits(std::span<const float> got, std::span<const float> ref, uint32_t vocab) {

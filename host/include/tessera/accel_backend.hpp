@@ -12,10 +12,6 @@
 
 namespace tessera {
 
-struct AccelStats {
-  uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
-};
-
 class AccelBackend final : public MatmulBackend {
  public:
   explicit AccelBackend(driver::Device& dev) : dev_(dev) {}
@@ -23,7 +19,7 @@ class AccelBackend final : public MatmulBackend {
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
               bool b_transposed) override;
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
-  const AccelStats& stats() const { return stats_; }
+  MatmulStats stats() const override { return stats_; }
 
  private:
   // An int8 right-hand operand in device memory, row pitch aligned, with its column scales.
@@ -38,7 +34,7 @@ class AccelBackend final : public MatmulBackend {
 
   driver::Device& dev_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
-  AccelStats stats_;
+  MatmulStats stats_;
 };
 
 }  // namespace tessera

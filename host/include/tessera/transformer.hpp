@@ -11,11 +11,20 @@
 
 namespace tessera {
 
+// What a backend's matrix products cost so far (cycles and bytes from an accelerator's counters).
+struct MatmulStats {
+  uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
+  MatmulStats operator-(const MatmulStats& o) const {
+    return {gemms - o.gemms, macs - o.macs, cycles - o.cycles, read_bytes - o.read_bytes, write_bytes - o.write_bytes};
+  }
+};
+
 // Where the forward pass runs its matrix products.
 class MatmulBackend {
  public:
   virtual ~MatmulBackend() = default;
   virtual std::string name() const = 0;
+  virtual MatmulStats stats() const = 0;
   // c[m, n] = a[m, k] * b, with b [k, n] row-major, or [n, k] when b_transposed.
   virtual void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
                       bool b_transposed) = 0;
@@ -27,16 +36,67 @@ class MatmulBackend {
 class CpuBackend final : public MatmulBackend {
  public:
   std::string name() const override { return "cpu"; }
+  MatmulStats stats() const override { return stats_; }
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
               bool b_transposed) override;
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
+
+ private:
+  MatmulStats stats_;
 };
 
 // Token ids for `batch` sequences of `seq` tokens each, row-major; throws std::invalid_argument
 // (bad input) for an id outside the vocabulary, more tokens than positions, or a size mismatch.
 void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq);
 
-// Logits [batch * seq, vocab], row-major, for causal language modelling of each sequence.
+// One device's part of every layer of a stage, Megatron-style: heads [head_begin, +heads) of
+// c_attn (column-parallel) and the matching rows of the attention projection (row-parallel),
+// columns [mlp_begin, +mlp) of c_fc and the matching rows of the MLP projection, and in the last
+// stage rows [vocab_begin, +vocab) of the tied output projection.
+struct Shard {
+  MatmulBackend* backend = nullptr;
+  uint32_t head_begin = 0, heads = 0, mlp_begin = 0, mlp = 0, vocab_begin = 0, vocab = 0;
+};
+
+struct StageShards {
+  uint32_t first = 0, last = 0;  // layers, inclusive
+  std::vector<Shard> shards;
+};
+
+// One operation of a run, for the report: a device's matrix products or the host's other work.
+struct OpRecord {
+  int stage = 0, layer = -1;  // layer -1: embeddings or the output projection
+  uint32_t microbatch = 0;
+  std::string device;         // a backend's name, or "host"
+  std::string op;             // qkv, attention, attn_proj, mlp_up, mlp_down, logits; host: layernorm, ...
+  double seconds = 0;         // wall time
+  MatmulStats cost;           // on the device
+};
+
+// Runs the model over stages of sharded devices. Weights are sliced once, when built; each
+// device's shards run on a thread of their own, and the partial sums of the row-parallel
+// projections are added in shard order, so a run is deterministic.
+class Pipeline {
+ public:
+  Pipeline(const Gpt2Model& model, std::vector<StageShards> stages);
+  // Logits [batch * seq, vocab], row-major; the batch goes through in `microbatches` parts.
+  std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
+  const std::vector<OpRecord>& log() const { return log_; }
+
+ private:
+  struct Slices {  // one shard's weights for one layer
+    Linear qkv, attn_proj, mlp_up, mlp_down;
+  };
+  void run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t seq, uint32_t mb, float* logits);
+
+  const Gpt2Model& model_;
+  std::vector<StageShards> stages_;
+  std::vector<std::vector<std::vector<Slices>>> slices_;  // [stage][layer in stage][shard]
+  std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
+  std::vector<OpRecord> log_;
+};
+
+// Logits [batch * seq, vocab] with every matrix product on one backend.
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                            MatmulBackend& backend);
 
