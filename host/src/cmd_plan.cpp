@@ -8,52 +8,30 @@
 #include "commands.hpp"
 #include "tessera/gpt2.hpp"
 #include "tessera/plan.hpp"
+#include "run_args.hpp"
 
 namespace po = boost::program_options;
 
 namespace tessera::cli {
 
 int plan(const std::vector<std::string>& args) {
-  std::string model_arg = "tiny", plan_text, tokens_text;
-  uint32_t batch = 1, seq = 0, microbatches = 1;
+  RunArgs ra;
   po::options_description opts(
       "tessera plan: print an execution plan without running it: each stage's layers, each device's share\n"
       "of every layer (heads, MLP columns, output rows), the weight bytes it holds, and the expected\n"
       "pipeline bubble. Takes the arguments of `tessera run`");
-  opts.add_options()
-      ("help,h", "this text")
-      ("model", po::value(&model_arg)->default_value("tiny"), "a model directory (config.json + model.safetensors) or tiny")
-      ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
-      ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
-      ("batch", po::value(&batch)->default_value(1), "sequences")
-      ("seq", po::value(&seq), "tokens per sequence")
-      ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
-      ("clock-mhz", po::value<double>(), "(run) accelerator clock")
-      ("seed", po::value<uint64_t>(), "(run) seed")
-      ("dump", po::value<std::string>(), "(run) dump directory")
-      ("trace", po::value<std::string>(), "(run) trace file")
-      ("csv", "(run) CSV output")
-      ("json", "print one JSON object");
+  opts.add_options()("help,h", "this text");
+  ra.add_options(opts);
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
-  const po::variables_map& vm = *parsed;
-  if (vm.count("tokens") && (vm.count("seq") || !vm["batch"].defaulted()))
-    throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
-  if (vm.count("tokens")) {
-    batch = 1;
-    seq = static_cast<uint32_t>(std::count(tokens_text.begin(), tokens_text.end(), ',') + 1);
-  }
-  const Gpt2Config cfg = model_arg == "tiny" ? Gpt2Config{} : Gpt2Config::load(model_arg);
-  if (seq == 0) seq = std::min<uint32_t>(cfg.positions, 32);
-  if (batch == 0 || microbatches == 0) throw std::invalid_argument("--batch and --microbatches must be positive");
-  if (microbatches > batch)
-    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {} sequences: each microbatch needs one",
-                                            microbatches, batch));
-  Plan plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
-  plan.resolve(cfg);
+  ra.finish(*parsed);
+  const Gpt2Config& cfg = ra.cfg;
+  const Plan& plan = ra.plan;
+  const std::string& model_arg = ra.model;
+  const uint32_t batch = ra.batch, seq = ra.seq, microbatches = ra.microbatches;
   const double bubble = plan.expected_bubble(microbatches);
 
-  if (vm.count("json")) {
+  if (ra.json) {
     nlohmann::ordered_json stages = nlohmann::ordered_json::array();
     for (const auto& st : plan.stages) {
       nlohmann::ordered_json devs = nlohmann::ordered_json::array();

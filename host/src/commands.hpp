@@ -17,5 +17,6 @@ int devices(const std::vector<std::string>& args);
 int gemm(const std::vector<std::string>& args);
 int validate(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
+int run(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

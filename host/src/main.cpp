@@ -35,6 +35,7 @@ commands:
   devices    list devices and their properties
   gemm       run one int8 GEMM on a device and check it against the golden model
   validate   health checks of a device: quick, standard or stress
+  run        run a GPT-2 model over a plan of devices and compare it with fp32 on the CPU
   plan       print how a model's layers split over devices, without running it
 
 run 'tessera <command> --help' for a command's options)";
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     if (cmd == "gemm") return tessera::cli::gemm(args);
     if (cmd == "validate") return tessera::cli::validate(args);
     if (cmd == "plan") return tessera::cli::plan(args);
+    if (cmd == "run") return tessera::cli::run(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

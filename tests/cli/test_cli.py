@@ -114,6 +114,12 @@ for args, needle in [
     (("plan", "--plan", "0-1@model:0+model:1+model:2+model:3+model:4"), "heads"),
     (("plan", "--model", "/nonexistent-model"), "does not exist"),
     (("plan", "--batch", "2", "--microbatches", "3"), "microbatch"),
+    (("run", "--plan", "0-1@model", "--tokens", "1,2,512"), "outside the vocabulary"),
+    (("run", "--plan", "0-1@model", "--tokens", "1,x"), "not a token id"),
+    (("run", "--plan", "0-1@model", "--tokens", "1,2", "--batch", "2"), "not both"),
+    (("run", "--plan", "0-1@model", "--seq", "300"), "positions"),
+    (("run", "--model", "/nonexistent-model"), "does not exist"),
+    (("run", "--plan", "0-1@model", "--json", "--csv"), "not both"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
@@ -155,6 +161,33 @@ check("plan --json: stages, devices with shares and bytes, theoretical bubble",
       and abs(j["bubble"]["theoretical"] - 1 / 3) < 1e-9, r.stdout[-500:] + r.stderr)
 r = run("plan")
 check("plan with no arguments: the tiny model on rtl:0", r.returncode == 0 and "0-1@rtl:0" in r.stdout, r.stdout + r.stderr)
+
+RUN_KEYS = {"schema_version", "plan", "devices", "ops", "numerics", "bubble", "totals"}
+with tempfile.TemporaryDirectory() as d:
+    r = run("run", "--plan", "0@model:0+model:1;1@model:2*1+cpu*1", "--batch", "2", "--seq", "16",
+            "--microbatches", "2", "--dump", d, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("run --json: exit 0 and the contract keys", r.returncode == 0 and RUN_KEYS <= j.keys(), r.stderr)
+    num = j.get("numerics", {})
+    check("run: int8 numerics against fp32 within the targets (cosine >= 0.995, top-1 >= 0.95)",
+          num.get("cosine", 0) >= 0.995 and num.get("top1_agreement", 0) >= 0.95, num)
+    check("run: every device of the plan reports ops", {o["device"] for o in j.get("ops", [])} >=
+          {"model:0", "model:1", "model:2", "cpu", "host"}, j.get("ops"))
+    check("run: bubble measured and theoretical", abs(j.get("bubble", {}).get("theoretical", 0) - 1 / 3) < 1e-9
+          and 0 <= j.get("bubble", {}).get("measured", -1) < 1)
+    header, data = read_npy(f"{d}/logits.npy") if pathlib.Path(f"{d}/logits.npy").exists() else ({}, b"")
+    check("run --dump: logits.npy float32 [tokens, vocab]", header.get("descr") == "<f4"
+          and tuple(header.get("shape", ())) == (32, 512) and len(data) == 32 * 512 * 4, header)
+r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")
+check("run: a device that fails its quick check is refused loudly (exit 1)",
+      r.returncode == 1 and "failed its quick health check" in r.stderr and "faulty PE" in r.stderr, r.stderr)
+r = run("run", "--plan", "0-1@model", "--csv")
+check("run --csv: a header and one row per device and op", r.returncode == 0
+      and r.stdout.splitlines()[0].startswith("device,op,") and len(r.stdout.splitlines()) > 5, r.stdout[:300])
+if WITH_RTL:
+    r = run("run")
+    check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
+          and "rtl:0" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-600:] + r.stderr)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

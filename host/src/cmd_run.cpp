@@ -1,0 +1,206 @@
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "run_args.hpp"
+#include "tessera/accel_backend.hpp"
+#include "tessera/health.hpp"
+#include "tessera/npy.hpp"
+#include "tessera/transformer.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+// The plan's devices, opened: accelerators only after they pass their quick health check.
+struct Devices {
+  std::vector<std::unique_ptr<driver::Device>> engines;
+  std::vector<std::unique_ptr<MatmulBackend>> backends;
+  std::map<std::string, MatmulBackend*> by_spec;
+  std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
+
+  explicit Devices(const Plan& plan) {
+    for (const auto& st : plan.stages)
+      for (const auto& d : st.devices) {
+        if (d.kind == "cpu") {
+          backends.push_back(std::make_unique<CpuBackend>());
+        } else if (d.kind == "cuda") {
+          throw driver::DeviceError(fmt::format("{}: this build has no CUDA backend", d.spec));
+        } else {
+          const auto spec = driver::DeviceSpec::parse(d.spec);
+          const auto health = driver::run_health_checks(spec, {});
+          if (health.result != driver::Verdict::kPass) {
+            std::string why;
+            for (const auto& t : health.tests)
+              if (t.result != driver::Verdict::kPass) why += fmt::format("; {} {}: {}", t.name, driver::to_string(t.result), t.detail);
+            throw driver::DeviceError(fmt::format("{} failed its quick health check and is not used{}", d.spec, why));
+          }
+          engines.push_back(std::make_unique<driver::Device>(spec));
+          const auto& p = engines.back()->properties();
+          macs_per_cycle[d.spec] = uint64_t{p.rows} * p.cols;
+          backends.push_back(std::make_unique<AccelBackend>(*engines.back()));
+        }
+        by_spec[d.spec] = backends.back().get();
+      }
+  }
+};
+
+struct OpRow {
+  std::string device, op;
+  uint64_t calls = 0;
+  double wall = 0;
+  MatmulStats cost;
+};
+
+}  // namespace
+
+int run(const std::vector<std::string>& args) {
+  RunArgs ra;
+  po::options_description opts(
+      "tessera run: run a GPT-2 model over a plan of devices and compare it with an fp32 CPU run of the same model:\n"
+      "per op and device time (measured on the CPU, cycles / clock on accelerators), cycles, MACs, utilization,\n"
+      "bytes moved, the pipeline bubble, and the numerics of the logits");
+  opts.add_options()("help,h", "this text");
+  ra.add_options(opts);
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  ra.finish(*parsed);
+  const std::vector<int32_t> tokens = ra.tokens();
+  const Gpt2Model model = ra.model == "tiny" ? Gpt2Model::tiny(ra.seed) : Gpt2Model::load(ra.model);
+  check_tokens(model.cfg, tokens, ra.batch, ra.seq);
+
+  Devices devs(ra.plan);
+  std::vector<StageShards> stages;
+  for (const auto& st : ra.plan.stages) {
+    StageShards s{st.first, st.last, {}};
+    for (const auto& d : st.devices)
+      s.shards.push_back({devs.by_spec.at(d.spec), d.head_begin, d.heads, d.mlp_begin, d.mlp, d.vocab_begin, d.vocab});
+    stages.push_back(std::move(s));
+  }
+  Pipeline pipeline(model, stages);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CpuBackend reference;
+  const Numerics num = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
+
+  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
+  auto device_seconds = [&](const OpRecord& r) {
+    return devs.macs_per_cycle.count(r.device) ? double(r.cost.cycles) / (ra.clock_mhz * 1e6) : r.seconds;
+  };
+  // Per op and device, and per stage and microbatch (a stage's time: its host ops plus its
+  // slowest device).
+  std::vector<OpRow> rows;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  const size_t P = ra.plan.stages.size(), M = ra.microbatches;
+  std::vector<std::vector<std::map<std::string, double>>> busy(P, std::vector<std::map<std::string, double>>(M));
+  for (const OpRecord& r : pipeline.log()) {
+    auto [it, fresh] = index.try_emplace({r.device, r.op}, rows.size());
+    if (fresh) rows.push_back(OpRow{r.device, r.op, 0, 0, {}});
+    OpRow& row = rows[it->second];
+    ++row.calls;
+    row.wall += device_seconds(r);
+    row.cost += r.cost;
+    busy[r.stage][r.microbatch][r.device] += device_seconds(r);
+  }
+  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
+  // stage s - 1 is done with j. The bubble is the idle share of the stages over the makespan.
+  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
+  double busy_total = 0;
+  for (size_t s = 0; s < P; ++s)
+    for (size_t j = 0; j < M; ++j) {
+      double host = 0, slowest = 0;
+      for (const auto& [dev, t] : busy[s][j]) {
+        if (dev == "host")
+          host = t;
+        else
+          slowest = std::max(slowest, t);
+      }
+      const double d = host + slowest;
+      busy_total += d;
+      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
+    }
+  const double makespan = finish[P - 1][M - 1];
+  const double bubble = makespan > 0 ? 1 - busy_total / (double(P) * makespan) : 0;
+  const double theoretical = ra.plan.expected_bubble(ra.microbatches);
+
+  if (!ra.dump_dir.empty()) {
+    std::filesystem::create_directories(ra.dump_dir);
+    write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
+  }
+  auto utilization = [&](const OpRow& r) {
+    const auto it = devs.macs_per_cycle.find(r.device);
+    return it == devs.macs_per_cycle.end() || r.cost.cycles == 0 ? -1.0 : double(r.cost.macs) / double(r.cost.cycles * it->second);
+  };
+  uint64_t macs = 0, cycles = 0, bytes = 0;
+  for (const auto& r : rows) {
+    macs += r.cost.macs;
+    cycles += r.cost.cycles;
+    bytes += r.cost.read_bytes + r.cost.write_bytes;
+  }
+
+  if (ra.json) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
+                                  {"seconds", r.wall}, {"time", devs.macs_per_cycle.count(r.device) ? "cycles / clock" : "measured"},
+                                  {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
+                                  {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
+      if (utilization(r) >= 0) o["utilization"] = utilization(r);
+      ops.push_back(o);
+    }
+    for (const auto& [spec, b] : devs.by_spec) devices.push_back(spec);
+    const nlohmann::ordered_json j = {
+        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", devices},
+        {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
+        {"ops", ops},
+        {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
+                      {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
+        {"bubble", {{"measured", bubble}, {"theoretical", theoretical}}},
+        {"totals", {{"seconds", makespan}, {"macs", macs}, {"cycles", cycles}, {"bytes", bytes},
+                    {"wall_seconds", wall}}}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (ra.csv) {
+    std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes\n";
+    for (const auto& r : rows)
+      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{}\n", r.device, r.op, r.calls, r.wall,
+                               devs.macs_per_cycle.count(r.device) ? "cycles/clock" : "measured", r.cost.cycles,
+                               r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
+                               r.cost.read_bytes + r.cost.write_bytes);
+    return 0;
+  }
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
+                           "accelerator clock {} MHz\n\n",
+                           ra.model, model.cfg.layers, model.cfg.width, ra.plan.str(), ra.batch, ra.seq,
+                           ra.microbatches, ra.clock_mhz);
+  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:>11} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
+                           "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.3f} {:>11} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
+                             r.wall * 1e3, devs.macs_per_cycle.count(r.device) ? "cycles/clk" : "measured",
+                             r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
+                             utilization(r) >= 0 ? fmt::format("{:.3f}", utilization(r)) : "-",
+                             r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
+  std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
+                           "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
+                           makespan * 1e3, macs, cycles, bytes, wall);
+  std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
+                           bubble, theoretical);
+  std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
+                           "top-1 agreement {:.3f}\n",
+                           num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
+  return 0;
+}
+
+}  // namespace tessera::cli

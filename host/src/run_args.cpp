@@ -1,0 +1,73 @@
+#include "run_args.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+void RunArgs::add_options(po::options_description& opts) {
+  opts.add_options()
+      ("model", po::value(&model)->default_value("tiny"), "a model directory (config.json + model.safetensors) or tiny")
+      ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
+      ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
+      ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
+      ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
+      ("clock-mhz", po::value(&clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
+      ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
+      ("dump", po::value(&dump_dir), "write logits.npy (float32, [tokens, vocab]) here")
+      ("csv", po::bool_switch(&csv), "print the per-op table as CSV")
+      ("json", po::bool_switch(&json), "print one JSON object");
+}
+
+void RunArgs::finish(const po::variables_map& vm) {
+  if (json && csv) throw std::invalid_argument("give --json or --csv, not both");
+  if (!tokens_text.empty() && (vm.count("seq") || !vm["batch"].defaulted()))
+    throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
+  if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
+  cfg = model == "tiny" ? Gpt2Config{} : Gpt2Config::load(model);
+  if (!tokens_text.empty()) {
+    batch = 1;
+    seq = static_cast<uint32_t>(std::count(tokens_text.begin(), tokens_text.end(), ',') + 1);
+  }
+  if (seq == 0) seq = std::min<uint32_t>(cfg.positions, 32);
+  if (batch == 0 || microbatches == 0) throw std::invalid_argument("--batch and --microbatches must be positive");
+  if (microbatches > batch)
+    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {} sequences: each microbatch needs one",
+                                            microbatches, batch));
+  if (seq > cfg.positions)
+    throw std::invalid_argument(fmt::format("{} tokens in a sequence, more than the model's {} positions", seq,
+                                            cfg.positions));
+  plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
+  plan.resolve(cfg);
+}
+
+std::vector<int32_t> RunArgs::tokens() const {
+  std::vector<int32_t> out;
+  if (!tokens_text.empty()) {
+    size_t pos = 0;
+    while (pos <= tokens_text.size()) {
+      const size_t comma = std::min(tokens_text.find(',', pos), tokens_text.size());
+      const std::string t = tokens_text.substr(pos, comma - pos);
+      int32_t v = 0;
+      const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
+        throw std::invalid_argument(fmt::format("--tokens: '{}' is not a token id", t));
+      out.push_back(v);
+      pos = comma + 1;
+    }
+    return out;
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(cfg.vocab) - 1);
+  out.resize(uint64_t{batch} * seq);
+  for (auto& t : out) t = id(rng);
+  return out;
+}
+
+}  // namespace tessera::cli
