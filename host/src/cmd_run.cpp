@@ -1,5 +1,6 @@
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -53,6 +54,33 @@ struct Devices {
       }
   }
 };
+
+// The run as it happened, in wall time: a process per device (the host first), one slice per
+// op, with what the op cost on the device in its arguments.
+void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
+                 const std::map<std::string, uint64_t>& accelerators) {
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> pid = {{"host", 0}};
+  for (const auto& r : log) pid.try_emplace(r.device, static_cast<int>(pid.size()));
+  for (const auto& [name, id] : pid)
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id}, {"tid", 0},
+                      {"args", {{"name", name == "host" ? "host (LayerNorm, softmax, GELU, residuals)" : name}}}});
+  for (const auto& r : log) {
+    nlohmann::json args = {{"stage", r.stage}, {"layer", r.layer}, {"microbatch", r.microbatch}};
+    if (r.cost.macs) args["macs"] = r.cost.macs;
+    if (accelerators.count(r.device)) {
+      args["cycles"] = r.cost.cycles;
+      args["device_us"] = double(r.cost.cycles) / clock_mhz;
+      args["bytes"] = r.cost.read_bytes + r.cost.write_bytes;
+    }
+    events.push_back({{"ph", "X"}, {"name", r.op}, {"cat", r.device == "host" ? "host" : "compute"},
+                      {"pid", pid.at(r.device)}, {"tid", 0}, {"ts", r.start * 1e6}, {"dur", r.seconds * 1e6},
+                      {"args", args}});
+  }
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) throw std::runtime_error(fmt::format("cannot write the trace to {}", path));
+}
 
 struct OpRow {
   std::string device, op;
@@ -133,6 +161,7 @@ int run(const std::vector<std::string>& args) {
   const double bubble = makespan > 0 ? 1 - busy_total / (double(P) * makespan) : 0;
   const double theoretical = ra.plan.expected_bubble(ra.microbatches);
 
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, pipeline.log(), ra.clock_mhz, devs.macs_per_cycle);
   if (!ra.dump_dir.empty()) {
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);

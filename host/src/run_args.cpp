@@ -21,6 +21,7 @@ void RunArgs::add_options(po::options_description& opts) {
       ("clock-mhz", po::value(&clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
       ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
       ("dump", po::value(&dump_dir), "write logits.npy (float32, [tokens, vocab]) here")
+      ("trace", po::value(&trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
       ("csv", po::bool_switch(&csv), "print the per-op table as CSV")
       ("json", po::bool_switch(&json), "print one JSON object");
 }

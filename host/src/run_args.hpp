@@ -12,7 +12,7 @@
 namespace tessera::cli {
 
 struct RunArgs {
-  std::string model = "tiny", plan_text, tokens_text, dump_dir;
+  std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path;
   uint32_t batch = 1, seq = 0, microbatches = 1;
   double clock_mhz = 250;
   uint64_t seed = 1;

@@ -173,7 +173,7 @@ void Pipeline::run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t se
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float> x(uint64_t{rows} * E), h(x.size());
   auto host = [&](int stage, int layer, const char* op, Clock::time_point t0) {
-    log_.push_back({stage, layer, mb, "host", op, since(t0), {}});
+    log_.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}});
   };
   auto t0 = Clock::now();
   for (uint64_t r = 0; r < rows; ++r)
@@ -192,7 +192,8 @@ void Pipeline::run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t se
       const MatmulStats before = b.stats();
       const auto start = Clock::now();
       fn(b);
-      shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op, since(start), b.stats() - before});
+      shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op,
+                              std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before});
     };
     auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
       const auto start = Clock::now();

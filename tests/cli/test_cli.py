@@ -178,6 +178,14 @@ with tempfile.TemporaryDirectory() as d:
     header, data = read_npy(f"{d}/logits.npy") if pathlib.Path(f"{d}/logits.npy").exists() else ({}, b"")
     check("run --dump: logits.npy float32 [tokens, vocab]", header.get("descr") == "<f4"
           and tuple(header.get("shape", ())) == (32, 512) and len(data) == 32 * 512 * 4, header)
+with tempfile.TemporaryDirectory() as d:
+    r = run("run", "--plan", "0@model:0+cpu;1@model:1", "--batch", "2", "--microbatches", "2", "--trace", f"{d}/t.json")
+    t = json.loads(pathlib.Path(f"{d}/t.json").read_text()) if r.returncode == 0 else {}
+    slices = [e for e in t.get("traceEvents", []) if e.get("ph") == "X"]
+    names = {e["args"]["name"] for e in t.get("traceEvents", []) if e.get("ph") == "M"}
+    check("run --trace: Chrome trace events, a process per device and the host, cycles on accelerator slices",
+          r.returncode == 0 and {"cpu", "model:0", "model:1"} <= names and len(slices) > 10
+          and any("cycles" in e["args"] for e in slices) and all(e["dur"] >= 0 for e in slices), r.stderr)
 r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")
 check("run: a device that fails its quick check is refused loudly (exit 1)",
       r.returncode == 1 and "failed its quick health check" in r.stderr and "faulty PE" in r.stderr, r.stderr)

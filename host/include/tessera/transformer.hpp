@@ -2,6 +2,7 @@
 // else (embeddings, LayerNorm, softmax, GELU, residuals) on the host CPU in fp32.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -73,6 +74,7 @@ struct OpRecord {
   uint32_t microbatch = 0;
   std::string device;         // a backend's name, or "host"
   std::string op;             // qkv, attention, attn_proj, mlp_up, mlp_down, logits; host: layernorm, ...
+  double start = 0;           // wall time since the pipeline was built
   double seconds = 0;         // wall time
   MatmulStats cost;           // on the device
 };
@@ -94,6 +96,7 @@ class Pipeline {
   void run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t seq, uint32_t mb, float* logits);
 
   const Gpt2Model& model_;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   std::vector<StageShards> stages_;
   std::vector<std::vector<std::vector<Slices>>> slices_;  // [stage][layer in stage][shard]
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
