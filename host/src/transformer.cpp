@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -158,110 +161,148 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
   if (microbatches == 0 || microbatches > batch)
     throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
   std::vector<float> logits(uint64_t{batch} * seq * model_.cfg.vocab);
-  for (uint32_t mb = 0, done = 0; mb < microbatches; ++mb) {
-    const uint32_t n = batch / microbatches + (mb < batch % microbatches ? 1 : 0);
-    run_microbatch(tokens.data() + uint64_t{done} * seq, n, seq, mb, &logits[uint64_t{done} * seq * model_.cfg.vocab]);
+  std::vector<Microbatch> mbs(microbatches);
+  for (uint32_t j = 0, done = 0; j < microbatches; ++j) {
+    const uint32_t n = batch / microbatches + (j < batch % microbatches ? 1 : 0);
+    mbs[j] = {j, n, seq, tokens.data() + uint64_t{done} * seq, &logits[uint64_t{done} * seq * model_.cfg.vocab], {}};
     done += n;
   }
+  // GPipe: a worker per stage takes the microbatches in order, each as soon as the stage before
+  // has handed it over. A stage's devices belong to it alone, so no backend is used by two threads.
+  const size_t P = stages_.size();
+  std::vector<std::vector<OpRecord>> logs(P);
+  std::vector<uint32_t> handed(P + 1, 0);  // handed[s]: microbatches stage s may take
+  handed[0] = microbatches;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+  auto worker = [&](size_t s) {
+    try {
+      for (uint32_t j = 0; j < microbatches; ++j) {
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return handed[s] > j || error; });
+          if (error) return;
+        }
+        run_stage(s, mbs[j], logs[s]);
+        std::lock_guard lock(mu);
+        handed[s + 1] = j + 1;
+        cv.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!error) error = std::current_exception();
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t s = 1; s < P; ++s) workers.emplace_back(worker, s);
+  worker(0);
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  for (auto& l : logs) log_.insert(log_.end(), l.begin(), l.end());
   return logits;
 }
 
-void Pipeline::run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t seq, uint32_t mb, float* logits) {
+void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   const Gpt2Config& cfg = model_.cfg;
-  const uint32_t E = cfg.width, D = cfg.head_dim(), T = seq, V = cfg.vocab;
+  const uint32_t E = cfg.width, D = cfg.head_dim(), T = m.seq, V = cfg.vocab, batch = m.batch, mb = m.index;
   const uint32_t rows = batch * T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> x(uint64_t{rows} * E), h(x.size());
+  std::vector<float>& x = m.x;
+  std::vector<float> h(uint64_t{rows} * E);
   auto host = [&](int stage, int layer, const char* op, Clock::time_point t0) {
-    log_.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}});
+    log.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}});
   };
   auto t0 = Clock::now();
-  for (uint64_t r = 0; r < rows; ++r)
-    for (uint32_t c = 0; c < E; ++c)
-      x[r * E + c] = model_.wte[uint64_t(tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
-  host(0, -1, "embedding", t0);
-
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    const StageShards& st = stages_[s];
-    const size_t n = st.shards.size();
-    std::vector<std::vector<float>> part(n);
-    std::vector<std::vector<OpRecord>> shard_log(n);
-    // Runs one of a shard's matrix products and logs what it cost.
-    auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) {
-      MatmulBackend& b = *st.shards[i].backend;
-      const MatmulStats before = b.stats();
-      const auto start = Clock::now();
-      fn(b);
-      shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op,
-                              std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before});
-    };
-    auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
-      const auto start = Clock::now();
-      for (size_t i = 0; i < n; ++i)
-        for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
-      for (uint32_t r = 0; r < rows; ++r)
-        for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
-      host(static_cast<int>(s), layer, "reduce_residual", start);
-    };
-    for (uint32_t l = st.first; l <= st.last; ++l) {
-      const Gpt2Block& blk = model_.blocks[l];
-      const auto& sl = slices_[s][l - st.first];
-      const int layer = static_cast<int>(l);
-      t0 = Clock::now();
-      layer_norm(x.data(), h.data(), rows, E, blk.ln_1, cfg.eps);
-      host(static_cast<int>(s), layer, "layernorm", t0);
-      each_shard(n, [&](size_t i) {
-        const uint32_t H = st.shards[i].heads, W = 3 * H * D;
-        std::vector<float> qkv(uint64_t{rows} * W), att(uint64_t{rows} * H * D), scores(uint64_t{T} * T),
-            q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
-        device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].qkv, qkv.data()); });
-        device_op(i, layer, "attention", [&](MatmulBackend& b) {
-          for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
-            for (uint32_t head = 0; head < H; ++head) {
-              for (uint32_t t = 0; t < T; ++t) {
-                const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
-                std::copy(row, row + D, &q[uint64_t{t} * D]);
-                std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
-                std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
-              }
-              b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
-              for (auto& sc : scores) sc *= scale;
-              softmax_causal(scores.data(), T, T, 0);
-              b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
-              for (uint32_t t = 0; t < T; ++t)
-                std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &att[(uint64_t{seq_i} * T + t) * H * D + head * D]);
-            }
-        });
-        part[i].assign(x.size(), 0.0f);
-        device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, sl[i].attn_proj, part[i].data()); });
-      });
-      reduce(layer, blk.attn_proj);
-      t0 = Clock::now();
-      layer_norm(x.data(), h.data(), rows, E, blk.ln_2, cfg.eps);
-      host(static_cast<int>(s), layer, "layernorm", t0);
-      each_shard(n, [&](size_t i) {
-        std::vector<float> up(uint64_t{rows} * sl[i].mlp_up.out);
-        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
-        gelu_tanh(up.data(), up.size());
-        part[i].assign(x.size(), 0.0f);
-        device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, sl[i].mlp_down, part[i].data()); });
-      });
-      reduce(layer, blk.mlp_proj);
-    }
-    if (s + 1 == stages_.size()) {
-      t0 = Clock::now();
-      layer_norm(x.data(), h.data(), rows, E, model_.ln_f, cfg.eps);
-      host(static_cast<int>(s), -1, "layernorm", t0);
-      each_shard(n, [&](size_t i) {
-        const Shard& sh = st.shards[i];
-        std::vector<float> out(uint64_t{rows} * sh.vocab);
-        device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });
-        for (uint32_t r = 0; r < rows; ++r)
-          std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &logits[uint64_t{r} * V + sh.vocab_begin]);
-      });
-    }
-    for (auto& l : shard_log) log_.insert(log_.end(), l.begin(), l.end());
+  if (s == 0) {
+    x.resize(uint64_t{rows} * E);
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < E; ++c)
+        x[r * E + c] = model_.wte[uint64_t(m.tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
+    host(0, -1, "embedding", t0);
   }
+  float* logits = m.logits;
+
+  const StageShards& st = stages_[s];
+  const size_t n = st.shards.size();
+  std::vector<std::vector<float>> part(n);
+  std::vector<std::vector<OpRecord>> shard_log(n);
+  // Runs one of a shard's matrix products and logs what it cost.
+  auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) {
+    MatmulBackend& b = *st.shards[i].backend;
+    const MatmulStats before = b.stats();
+    const auto start = Clock::now();
+    fn(b);
+    shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op,
+                            std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before});
+  };
+  auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
+    const auto start = Clock::now();
+    for (size_t i = 0; i < n; ++i)
+      for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
+    host(static_cast<int>(s), layer, "reduce_residual", start);
+  };
+  for (uint32_t l = st.first; l <= st.last; ++l) {
+    const Gpt2Block& blk = model_.blocks[l];
+    const auto& sl = slices_[s][l - st.first];
+    const int layer = static_cast<int>(l);
+    t0 = Clock::now();
+    layer_norm(x.data(), h.data(), rows, E, blk.ln_1, cfg.eps);
+    host(static_cast<int>(s), layer, "layernorm", t0);
+    each_shard(n, [&](size_t i) {
+      const uint32_t H = st.shards[i].heads, W = 3 * H * D;
+      std::vector<float> qkv(uint64_t{rows} * W), att(uint64_t{rows} * H * D), scores(uint64_t{T} * T),
+          q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+      device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].qkv, qkv.data()); });
+      device_op(i, layer, "attention", [&](MatmulBackend& b) {
+        for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+          for (uint32_t head = 0; head < H; ++head) {
+            for (uint32_t t = 0; t < T; ++t) {
+              const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
+              std::copy(row, row + D, &q[uint64_t{t} * D]);
+              std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+              std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+            }
+            b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+            for (auto& sc : scores) sc *= scale;
+            softmax_causal(scores.data(), T, T, 0);
+            b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+            for (uint32_t t = 0; t < T; ++t)
+              std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &att[(uint64_t{seq_i} * T + t) * H * D + head * D]);
+          }
+      });
+      part[i].assign(x.size(), 0.0f);
+      device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, sl[i].attn_proj, part[i].data()); });
+    });
+    reduce(layer, blk.attn_proj);
+    t0 = Clock::now();
+    layer_norm(x.data(), h.data(), rows, E, blk.ln_2, cfg.eps);
+    host(static_cast<int>(s), layer, "layernorm", t0);
+    each_shard(n, [&](size_t i) {
+      std::vector<float> up(uint64_t{rows} * sl[i].mlp_up.out);
+      device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
+      gelu_tanh(up.data(), up.size());
+      part[i].assign(x.size(), 0.0f);
+      device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, sl[i].mlp_down, part[i].data()); });
+    });
+    reduce(layer, blk.mlp_proj);
+  }
+  if (s + 1 == stages_.size()) {
+    t0 = Clock::now();
+    layer_norm(x.data(), h.data(), rows, E, model_.ln_f, cfg.eps);
+    host(static_cast<int>(s), -1, "layernorm", t0);
+    each_shard(n, [&](size_t i) {
+      const Shard& sh = st.shards[i];
+      std::vector<float> out(uint64_t{rows} * sh.vocab);
+      device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });
+      for (uint32_t r = 0; r < rows; ++r)
+        std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &logits[uint64_t{r} * V + sh.vocab_begin]);
+    });
+  }
+  for (auto& l : shard_log) log.insert(log.end(), l.begin(), l.end());
 }
 
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,

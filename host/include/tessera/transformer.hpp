@@ -79,9 +79,10 @@ struct OpRecord {
   MatmulStats cost;           // on the device
 };
 
-// Runs the model over stages of sharded devices. Weights are sliced once, when built; each
-// device's shards run on a thread of their own, and the partial sums of the row-parallel
-// projections are added in shard order, so a run is deterministic.
+// Runs the model over stages of sharded devices. Weights are sliced once, when built. Microbatches
+// flow through the stages GPipe-style, a worker thread per stage; each device's shards run on a
+// thread of their own, and the partial sums of the row-parallel projections are added in shard
+// order, so a run is deterministic.
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages);
@@ -93,7 +94,13 @@ class Pipeline {
   struct Slices {  // one shard's weights for one layer
     Linear qkv, attn_proj, mlp_up, mlp_down;
   };
-  void run_microbatch(const int32_t* tokens, uint32_t batch, uint32_t seq, uint32_t mb, float* logits);
+  struct Microbatch {
+    uint32_t index = 0, batch = 0, seq = 0;
+    const int32_t* tokens = nullptr;
+    float* logits = nullptr;  // its rows of the output
+    std::vector<float> x;     // the residual stream, handed from stage to stage
+  };
+  void run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
 
   const Gpt2Model& model_;
   std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
