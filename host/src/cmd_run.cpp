@@ -1,9 +1,12 @@
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -103,7 +106,7 @@ int run(const std::vector<std::string>& args) {
   if (!parsed) return 0;
   ra.finish(*parsed);
   const std::vector<int32_t> tokens = ra.tokens();
-  const Gpt2Model model = ra.model == "tiny" ? Gpt2Model::tiny(ra.seed) : Gpt2Model::load(ra.model);
+  const Gpt2Model model = ra.load_model();
   check_tokens(model.cfg, tokens, ra.batch, ra.seq);
 
   Devices devs(ra.plan);
@@ -115,9 +118,18 @@ int run(const std::vector<std::string>& args) {
     stages.push_back(std::move(s));
   }
   Pipeline pipeline(model, stages);
+  // Simulations can take a while: a terminal sees where they are.
+  std::mutex progress_mu;
+  if (::isatty(STDERR_FILENO))
+    pipeline.on_layer = [&](size_t stage, uint32_t layer, uint32_t mb) {
+      std::lock_guard lock(progress_mu);
+      std::cerr << fmt::format("\r  stage {} layer {} microbatch {} of {} ...   ", stage, layer, mb + 1, ra.microbatches)
+                << std::flush;
+    };
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (pipeline.on_layer) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
   CpuBackend reference;
   const Numerics num = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
 

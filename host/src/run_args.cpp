@@ -12,7 +12,9 @@ namespace tessera::cli {
 
 void RunArgs::add_options(po::options_description& opts) {
   opts.add_options()
-      ("model", po::value(&model)->default_value("tiny"), "a model directory (config.json + model.safetensors) or tiny")
+      ("model", po::value(&model)->default_value("tiny"),
+       "a model directory (config.json + model.safetensors), tiny, or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]\n"
+       "(seeded random weights of that shape: random:12,768,12,50257,1024 is GPT-2 small)")
       ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
       ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
       ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
@@ -31,7 +33,7 @@ void RunArgs::finish(const po::variables_map& vm) {
   if (!tokens_text.empty() && (vm.count("seq") || !vm["batch"].defaulted()))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
   if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
-  cfg = model == "tiny" ? Gpt2Config{} : Gpt2Config::load(model);
+  cfg = model_config();
   if (!tokens_text.empty()) {
     batch = 1;
     seq = static_cast<uint32_t>(std::count(tokens_text.begin(), tokens_text.end(), ',') + 1);
@@ -46,6 +48,37 @@ void RunArgs::finish(const po::variables_map& vm) {
                                             cfg.positions));
   plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
   plan.resolve(cfg);
+}
+
+Gpt2Config RunArgs::model_config() const {
+  if (model == "tiny") return Gpt2Config{};
+  if (!model.starts_with("random:")) return Gpt2Config::load(model);
+  std::vector<uint32_t> v;
+  for (size_t pos = 7; pos <= model.size();) {
+    const size_t comma = std::min(model.find(',', pos), model.size());
+    uint32_t x = 0;
+    const auto r = std::from_chars(model.data() + pos, model.data() + comma, x);
+    if (comma == pos || r.ec != std::errc() || r.ptr != model.data() + comma)
+      throw std::invalid_argument(fmt::format("--model {}: expected random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]", model));
+    v.push_back(x);
+    pos = comma + 1;
+  }
+  if (v.size() < 3 || v.size() > 5)
+    throw std::invalid_argument(fmt::format("--model {}: expected random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]", model));
+  Gpt2Config c;
+  c.layers = v[0];
+  c.width = v[1];
+  c.heads = v[2];
+  if (v.size() > 3) c.vocab = v[3];
+  if (v.size() > 4) c.positions = v[4];
+  c.validate("--model " + model);
+  return c;
+}
+
+Gpt2Model RunArgs::load_model() const {
+  if (model == "tiny") return Gpt2Model::tiny(seed);
+  if (model.starts_with("random:")) return Gpt2Model::random(cfg, seed);
+  return Gpt2Model::load(model);
 }
 
 std::vector<int32_t> RunArgs::tokens() const {

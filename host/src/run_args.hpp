@@ -25,6 +25,8 @@ struct RunArgs {
 
   Gpt2Config cfg;
   Plan plan;
+  Gpt2Config model_config() const;  // of --model, without loading weights
+  Gpt2Model load_model() const;
   // The tokens: --tokens, or `batch` x `seq` ids drawn from `seed`.
   std::vector<int32_t> tokens() const;
 };

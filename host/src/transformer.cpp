@@ -246,6 +246,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     host(static_cast<int>(s), layer, "reduce_residual", start);
   };
   for (uint32_t l = st.first; l <= st.last; ++l) {
+    if (on_layer) on_layer(s, l, mb);
     const Gpt2Block& blk = model_.blocks[l];
     const auto& sl = slices_[s][l - st.first];
     const int layer = static_cast<int>(l);

@@ -120,6 +120,8 @@ for args, needle in [
     (("run", "--plan", "0-1@model", "--seq", "300"), "positions"),
     (("run", "--model", "/nonexistent-model"), "does not exist"),
     (("run", "--plan", "0-1@model", "--json", "--csv"), "not both"),
+    (("run", "--model", "random:2,100,3", "--plan", "0-1@cpu"), "does not divide"),
+    (("run", "--model", "random:2,x,3", "--plan", "0-1@cpu"), "random:LAYERS"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
@@ -189,6 +191,10 @@ with tempfile.TemporaryDirectory() as d:
 r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")
 check("run: a device that fails its quick check is refused loudly (exit 1)",
       r.returncode == 1 and "failed its quick health check" in r.stderr and "faulty PE" in r.stderr, r.stderr)
+r = run("run", "--model", "random:3,64,4,100,16", "--plan", "0-2@model", "--seq", "16", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("run --model random:...: a model of that shape", r.returncode == 0 and j.get("model") == "random:3,64,4,100,16"
+      and j["numerics"]["cosine"] > 0.99, r.stderr)
 r = run("run", "--plan", "0-1@model", "--csv")
 check("run --csv: a header and one row per device and op", r.returncode == 0
       and r.stdout.splitlines()[0].startswith("device,op,") and len(r.stdout.splitlines()) > 5, r.stdout[:300])

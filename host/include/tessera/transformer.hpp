@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -89,6 +90,8 @@ class Pipeline {
   // Logits [batch * seq, vocab], row-major; the batch goes through in `microbatches` parts.
   std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
   const std::vector<OpRecord>& log() const { return log_; }
+  // Called as each stage starts a layer of a microbatch (from the stage's worker thread).
+  std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
 
  private:
   struct Slices {  // one shard's weights for one layer
