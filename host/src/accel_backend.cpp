@@ -80,6 +80,8 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   stats_.cycles += delta.busy_cycles;
   stats_.read_bytes += delta.read_bytes;
   stats_.write_bytes += delta.write_bytes;
+  if (projection_)
+    for (const Descriptor& d : descs) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
   std::vector<uint8_t> out(ldc * m);
   dev_.read(cbuf, 0, out);
   for (uint32_t r = 0; r < m; ++r)

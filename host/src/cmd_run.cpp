@@ -32,7 +32,7 @@ struct Devices {
   std::map<std::string, MatmulBackend*> by_spec;
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
 
-  explicit Devices(const Plan& plan) {
+  Devices(const Plan& plan, const RunArgs& ra) {
     for (const auto& st : plan.stages)
       for (const auto& d : st.devices) {
         if (d.kind == "cpu") {
@@ -51,7 +51,15 @@ struct Devices {
           engines.push_back(std::make_unique<driver::Device>(spec));
           const auto& p = engines.back()->properties();
           macs_per_cycle[d.spec] = uint64_t{p.rows} * p.cols;
-          backends.push_back(std::make_unique<AccelBackend>(*engines.back()));
+          auto accel = std::make_unique<AccelBackend>(*engines.back());
+          if (ra.project_rows) {
+            // The same engine and memory system (the default one) with another array.
+            EngineConfig what_if = p.engine();
+            what_if.rows = ra.project_rows;
+            what_if.cols = ra.project_cols;
+            accel->project(what_if, MemoryModelConfig{});
+          }
+          backends.push_back(std::move(accel));
         }
         by_spec[d.spec] = backends.back().get();
       }
@@ -109,7 +117,7 @@ int run(const std::vector<std::string>& args) {
   const Gpt2Model model = ra.load_model();
   check_tokens(model.cfg, tokens, ra.batch, ra.seq);
 
-  Devices devs(ra.plan);
+  Devices devs(ra.plan, ra);
   std::vector<StageShards> stages;
   for (const auto& st : ra.plan.stages) {
     StageShards s{st.first, st.last, {}};
@@ -182,12 +190,18 @@ int run(const std::vector<std::string>& args) {
     const auto it = devs.macs_per_cycle.find(r.device);
     return it == devs.macs_per_cycle.end() || r.cost.cycles == 0 ? -1.0 : double(r.cost.macs) / double(r.cost.cycles * it->second);
   };
-  uint64_t macs = 0, cycles = 0, bytes = 0;
+  uint64_t macs = 0, cycles = 0, bytes = 0, projected = 0;
   for (const auto& r : rows) {
     macs += r.cost.macs;
     cycles += r.cost.cycles;
     bytes += r.cost.read_bytes + r.cost.write_bytes;
+    projected += r.cost.projected_cycles;
   }
+  const bool what_if = ra.project_rows > 0;
+  const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
+  auto projected_util = [&](const OpRow& r) {
+    return r.cost.projected_cycles ? double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle) : 0.0;
+  };
 
   if (ra.json) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
@@ -197,10 +211,14 @@ int run(const std::vector<std::string>& args) {
                                   {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
                                   {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
       if (utilization(r) >= 0) o["utilization"] = utilization(r);
+      if (what_if && r.cost.projected_cycles)
+        o["projected"] = {{"cycles", r.cost.projected_cycles},
+                          {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
+                          {"utilization", projected_util(r)}};
       ops.push_back(o);
     }
     for (const auto& [spec, b] : devs.by_spec) devices.push_back(spec);
-    const nlohmann::ordered_json j = {
+    nlohmann::ordered_json j = {
         {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", devices},
         {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
         {"ops", ops},
@@ -209,16 +227,24 @@ int run(const std::vector<std::string>& args) {
         {"bubble", {{"measured", bubble}, {"theoretical", theoretical}}},
         {"totals", {{"seconds", makespan}, {"macs", macs}, {"cycles", cycles}, {"bytes", bytes},
                     {"wall_seconds", wall}}}};
+    if (what_if)
+      j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
+                         {"cycles", projected}, {"seconds", double(projected) / (ra.project_clock_mhz * 1e6)},
+                         {"accelerator_seconds", double(cycles) / (ra.clock_mhz * 1e6)}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   if (ra.csv) {
-    std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes\n";
+    std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
     for (const auto& r : rows)
-      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{}\n", r.device, r.op, r.calls, r.wall,
+      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.wall,
                                devs.macs_per_cycle.count(r.device) ? "cycles/clock" : "measured", r.cost.cycles,
                                r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
-                               r.cost.read_bytes + r.cost.write_bytes);
+                               r.cost.read_bytes + r.cost.write_bytes,
+                               r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
+                               r.cost.projected_cycles
+                                   ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
+                                   : "");
     return 0;
   }
   std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
@@ -236,6 +262,18 @@ int run(const std::vector<std::string>& args) {
   std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
                            "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
                            makespan * 1e3, macs, cycles, bytes, wall);
+  if (what_if) {
+    std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
+                             "system)\n",
+                             ra.project_rows, ra.project_cols, ra.project_clock_mhz);
+    for (const auto& r : rows)
+      if (r.cost.projected_cycles)
+        std::cout << fmt::format("  {:<28} {:<16} {:>12} cycles {:>10.3f} ms  utilization {:.3f}\n", r.device, r.op,
+                                 r.cost.projected_cycles, r.cost.projected_cycles / (ra.project_clock_mhz * 1e3),
+                                 projected_util(r));
+    std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
+                             projected / (ra.project_clock_mhz * 1e3), cycles / (ra.clock_mhz * 1e3));
+  }
   std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
                            bubble, theoretical);
   std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "

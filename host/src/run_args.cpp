@@ -21,6 +21,8 @@ void RunArgs::add_options(po::options_description& opts) {
       ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
       ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
       ("clock-mhz", po::value(&clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
+      ("project-array", po::value(&project_array), "ASIC what-if: re-time every accelerator GEMM for an RxC array")
+      ("project-clock-mhz", po::value(&project_clock_mhz), "ASIC what-if: its clock (default: --clock-mhz)")
       ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
       ("dump", po::value(&dump_dir), "write logits.npy (float32, [tokens, vocab]) here")
       ("trace", po::value(&trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
@@ -33,6 +35,20 @@ void RunArgs::finish(const po::variables_map& vm) {
   if (!tokens_text.empty() && (vm.count("seq") || !vm["batch"].defaulted()))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
   if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
+  if (!project_array.empty()) {
+    const size_t x = project_array.find('x');
+    const auto parse = [&](std::string_view t, uint32_t& v) {
+      const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+      return !t.empty() && r.ec == std::errc() && r.ptr == t.data() + t.size() && v >= 1 && v <= 255;
+    };
+    if (x == std::string::npos || !parse(std::string_view(project_array).substr(0, x), project_rows) ||
+        !parse(std::string_view(project_array).substr(x + 1), project_cols))
+      throw std::invalid_argument(fmt::format("--project-array {}: expected RxC with R and C in 1-255", project_array));
+  }
+  if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
+  if (!(project_clock_mhz > 0)) throw std::invalid_argument("--project-clock-mhz must be positive");
+  if (vm.count("project-clock-mhz") && project_array.empty())
+    throw std::invalid_argument("--project-clock-mhz needs --project-array");
   cfg = model_config();
   if (!tokens_text.empty()) {
     batch = 1;

@@ -15,6 +15,9 @@ struct RunArgs {
   std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path;
   uint32_t batch = 1, seq = 0, microbatches = 1;
   double clock_mhz = 250;
+  std::string project_array;       // ASIC what-if: RxC
+  uint32_t project_rows = 0, project_cols = 0;
+  double project_clock_mhz = 0;    // 0: --clock-mhz
   uint64_t seed = 1;
   bool json = false, csv = false;
 

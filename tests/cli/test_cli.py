@@ -122,6 +122,8 @@ for args, needle in [
     (("run", "--plan", "0-1@model", "--json", "--csv"), "not both"),
     (("run", "--model", "random:2,100,3", "--plan", "0-1@cpu"), "does not divide"),
     (("run", "--model", "random:2,x,3", "--plan", "0-1@cpu"), "random:LAYERS"),
+    (("run", "--plan", "0-1@model", "--project-array", "64"), "RxC"),
+    (("run", "--plan", "0-1@model", "--project-clock-mhz", "900"), "needs --project-array"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
@@ -195,6 +197,12 @@ r = run("run", "--model", "random:3,64,4,100,16", "--plan", "0-2@model", "--seq"
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("run --model random:...: a model of that shape", r.returncode == 0 and j.get("model") == "random:3,64,4,100,16"
       and j["numerics"]["cosine"] > 0.99, r.stderr)
+r = run("run", "--plan", "0-1@model", "--project-array", "8x8", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+pr = j.get("projection", {})
+check("run --project-array: a slower 8x8 array takes more cycles than the 16x16 one that ran",
+      r.returncode == 0 and pr.get("array") == [8, 8] and pr.get("cycles", 0) > j["totals"]["cycles"]
+      and all("projected" in o for o in j["ops"] if o["device"] == "model:0"), r.stderr + r.stdout[-300:])
 r = run("run", "--plan", "0-1@model", "--csv")
 check("run --csv: a header and one row per device and op", r.returncode == 0
       and r.stdout.splitlines()[0].startswith("device,op,") and len(r.stdout.splitlines()) > 5, r.stdout[:300])

@@ -6,8 +6,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "tessera/driver.hpp"
+#include "tessera/timing.hpp"
 #include "tessera/transformer.hpp"
 
 namespace tessera {
@@ -20,6 +22,12 @@ class AccelBackend final : public MatmulBackend {
               bool b_transposed) override;
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
   MatmulStats stats() const override { return stats_; }
+  // ASIC what-if: also estimate every GEMM with the timing model for this engine configuration
+  // (another array, same memory system), into stats().projected_cycles.
+  void project(const EngineConfig& cfg, const MemoryModelConfig& mem) {
+    projection_ = cfg;
+    projection_mem_ = mem;
+  }
 
  private:
   // An int8 right-hand operand in device memory, row pitch aligned, with its column scales.
@@ -35,6 +43,8 @@ class AccelBackend final : public MatmulBackend {
   driver::Device& dev_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
   MatmulStats stats_;
+  std::optional<EngineConfig> projection_;
+  MemoryModelConfig projection_mem_;
 };
 
 }  // namespace tessera

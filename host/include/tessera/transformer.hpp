@@ -16,12 +16,16 @@ namespace tessera {
 // What a backend's matrix products cost so far (cycles and bytes from an accelerator's counters).
 struct MatmulStats {
   uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
+  uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
   MatmulStats& operator+=(const MatmulStats& o) {
     gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
+    projected_cycles += o.projected_cycles;
     return *this;
   }
   MatmulStats operator-(const MatmulStats& o) const {
-    return {gemms - o.gemms, macs - o.macs, cycles - o.cycles, read_bytes - o.read_bytes, write_bytes - o.write_bytes};
+    return {gemms - o.gemms,           macs - o.macs,
+            cycles - o.cycles,         read_bytes - o.read_bytes,
+            write_bytes - o.write_bytes, projected_cycles - o.projected_cycles};
   }
 };
 
