@@ -206,6 +206,19 @@ check("run --project-array: a slower 8x8 array takes more cycles than the 16x16 
 r = run("run", "--plan", "0-1@model", "--csv")
 check("run --csv: a header and one row per device and op", r.returncode == 0
       and r.stdout.splitlines()[0].startswith("device,op,") and len(r.stdout.splitlines()) > 5, r.stdout[:300])
+PLOT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "plot"
+with tempfile.TemporaryDirectory() as d:
+    r = run("run", "--plan", "0@model;1@cpu", "--project-array", "32x32", "--csv")
+    pathlib.Path(f"{d}/run.csv").write_text(r.stdout)
+    for ext in ("png", "svg"):
+        p = subprocess.run([sys.executable, str(PLOT), f"{d}/run.csv", "-o", f"{d}/run.{ext}"], capture_output=True, text=True)
+        out = pathlib.Path(f"{d}/run.{ext}")
+        check(f"scripts/plot: a {ext} chart of a run's CSV", p.returncode == 0 and out.exists() and out.stat().st_size > 1000,
+              p.stderr)
+    pathlib.Path(f"{d}/bad.csv").write_text("a,b\n1,2\n")
+    p = subprocess.run([sys.executable, str(PLOT), f"{d}/bad.csv", "-o", f"{d}/bad.png"], capture_output=True, text=True)
+    check("scripts/plot: a CSV that is not a run's is refused with the reason", p.returncode != 0 and "not a tessera run" in p.stderr)
+
 if WITH_RTL:
     r = run("run")
     check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
