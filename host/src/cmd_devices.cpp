@@ -80,7 +80,8 @@ int devices(const std::vector<std::string>& args) {
   list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
                   {"threads", std::thread::hardware_concurrency()}});
   list.push_back({{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
-                  {"reason", "the CUDA backend is not part of this build yet"}});
+                  {"reason", "no CUDA backend in this build yet; a plan may still name cuda:i[?gpu=h100|h200|a100]: its share "
+                             "is computed on the host and its time projected from that GPU's published peaks"}});
 
   if (vm.count("json")) {
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "run_args.hpp"
 #include "tessera/accel_backend.hpp"
+#include "tessera/gpu_projection.hpp"
 #include "tessera/health.hpp"
 #include "tessera/npy.hpp"
 #include "tessera/transformer.hpp"
@@ -31,6 +32,12 @@ struct Devices {
   std::vector<std::unique_ptr<MatmulBackend>> backends;
   std::map<std::string, MatmulBackend*> by_spec;
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
+  std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
+
+  // How a device's time is known: measured, from its cycles, or projected.
+  std::string time_kind(const std::string& device) const {
+    return macs_per_cycle.count(device) ? "cycles / clock" : projected.count(device) ? "projected" : "measured";
+  }
 
   Devices(const Plan& plan, const RunArgs& ra) {
     for (const auto& st : plan.stages)
@@ -38,7 +45,11 @@ struct Devices {
         if (d.kind == "cpu") {
           backends.push_back(std::make_unique<CpuBackend>());
         } else if (d.kind == "cuda") {
-          throw driver::DeviceError(fmt::format("{}: this build has no CUDA backend", d.spec));
+          // This build has no CUDA backend: the GPU's rows are computed on the host and projected.
+          const size_t q = d.spec.find("?gpu=");
+          const GpuPeaks& peaks = gpu_peaks(q == std::string::npos ? "h100" : d.spec.substr(q + 5));
+          projected[d.spec] = std::string(peaks.description);
+          backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks));
         } else {
           const auto spec = driver::DeviceSpec::parse(d.spec);
           const auto health = driver::run_health_checks(spec, {});
@@ -143,7 +154,9 @@ int run(const std::vector<std::string>& args) {
 
   // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
   auto device_seconds = [&](const OpRecord& r) {
-    return devs.macs_per_cycle.count(r.device) ? double(r.cost.cycles) / (ra.clock_mhz * 1e6) : r.seconds;
+    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
+    if (devs.projected.count(r.device)) return r.cost.projected_seconds;
+    return r.seconds;
   };
   // Per op and device, and per stage and microbatch (a stage's time: its host ops plus its
   // slowest device).
@@ -207,7 +220,7 @@ int run(const std::vector<std::string>& args) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
       nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
-                                  {"seconds", r.wall}, {"time", devs.macs_per_cycle.count(r.device) ? "cycles / clock" : "measured"},
+                                  {"seconds", r.wall}, {"time", devs.time_kind(r.device)},
                                   {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
                                   {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
       if (utilization(r) >= 0) o["utilization"] = utilization(r);
@@ -238,7 +251,7 @@ int run(const std::vector<std::string>& args) {
     std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
     for (const auto& r : rows)
       std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.wall,
-                               devs.macs_per_cycle.count(r.device) ? "cycles/clock" : "measured", r.cost.cycles,
+                               devs.time_kind(r.device), r.cost.cycles,
                                r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
                                r.cost.read_bytes + r.cost.write_bytes,
                                r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
@@ -251,17 +264,21 @@ int run(const std::vector<std::string>& args) {
                            "accelerator clock {} MHz\n\n",
                            ra.model, model.cfg.layers, model.cfg.width, ra.plan.str(), ra.batch, ra.seq,
                            ra.microbatches, ra.clock_mhz);
-  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:>11} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
+  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
                            "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& r : rows)
-    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.3f} {:>11} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
-                             r.wall * 1e3, devs.macs_per_cycle.count(r.device) ? "cycles/clk" : "measured",
+    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
+                             r.wall * 1e3, devs.time_kind(r.device),
                              r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
                              utilization(r) >= 0 ? fmt::format("{:.3f}", utilization(r)) : "-",
                              r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
   std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
                            "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
                            makespan * 1e3, macs, cycles, bytes, wall);
+  for (const auto& [spec, gpu] : devs.projected)
+    std::cout << fmt::format("{}: no GPU here; its times are projected from the published peaks of the {}, not "
+                             "measured (the values it returns are computed on the host in fp32)\n",
+                             spec, gpu);
   if (what_if) {
     std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
                              "system)\n",

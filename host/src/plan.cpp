@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tessera/driver.hpp"
+#include "tessera/gpu_projection.hpp"
 
 namespace tessera {
 
@@ -85,10 +86,18 @@ Plan Plan::parse(const std::string& text) {
       if (d.kind == "cpu") {
         if (d.spec != "cpu") throw std::invalid_argument(fmt::format("plan '{}': the cpu device takes no index or options", text));
       } else if (d.kind == "cuda") {
+        // cuda[:i][?gpu=NAME]: NAME picks the published peaks used where no GPU is present.
+        std::string base = d.spec;
+        if (const size_t q = base.find('?'); q != std::string::npos) {
+          const std::string opt = base.substr(q + 1);
+          if (!opt.starts_with("gpu=")) throw std::invalid_argument(fmt::format("plan '{}': cuda takes only ?gpu=NAME", text));
+          gpu_peaks(opt.substr(4));  // throws for an unknown GPU
+          base = base.substr(0, q);
+        }
         uint32_t index = 0;
-        const std::string idx = d.spec.size() > 5 ? d.spec.substr(5) : "0";
+        const std::string idx = base.size() > 5 ? base.substr(5) : "0";
         const auto r = std::from_chars(idx.data(), idx.data() + idx.size(), index);
-        if ((d.spec.size() > 4 && d.spec[4] != ':') || r.ec != std::errc() || r.ptr != idx.data() + idx.size())
+        if ((base.size() > 4 && base[4] != ':') || r.ec != std::errc() || r.ptr != idx.data() + idx.size())
           throw std::invalid_argument(fmt::format("plan '{}': '{}' is not cuda[:i]", text, d.spec));
       } else {
         try {

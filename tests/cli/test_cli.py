@@ -190,6 +190,13 @@ with tempfile.TemporaryDirectory() as d:
     check("run --trace: Chrome trace events, a process per device and the host, cycles on accelerator slices",
           r.returncode == 0 and {"cpu", "model:0", "model:1"} <= names and len(slices) > 10
           and any("cycles" in e["args"] for e in slices) and all(e["dur"] >= 0 for e in slices), r.stderr)
+r = run("run", "--plan", "0@model;1@cuda:0?gpu=a100", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+gpu = [o for o in j.get("ops", []) if o["device"].startswith("cuda")]
+check("run: with no GPU, GPU rows are labelled projected, never measured",
+      r.returncode == 0 and gpu and all(o["time"] == "projected" and o["seconds"] > 0 for o in gpu), r.stderr)
+r = run("run", "--plan", "0-1@cuda:0?gpu=tpu")
+check("run: an unknown GPU for the projection is bad input", r.returncode == 2 and "unknown GPU" in r.stderr, r.stderr)
 r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")
 check("run: a device that fails its quick check is refused loudly (exit 1)",
       r.returncode == 1 and "failed its quick health check" in r.stderr and "faulty PE" in r.stderr, r.stderr)

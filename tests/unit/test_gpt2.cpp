@@ -10,6 +10,7 @@
 
 #include "tessera/gpt2.hpp"
 #include "tessera/accel_backend.hpp"
+#include "tessera/gpu_projection.hpp"
 #include "tessera/transformer.hpp"
 
 using namespace tessera;
@@ -325,4 +326,17 @@ TEST_CASE("a device failing in a later stage stops the pipeline with its error",
   FailingBackend f(7);
   Pipeline p(m, {StageShards{0, 0, {{&a, 0, 4, 0, 512}}}, StageShards{1, 1, {{&f, 0, 4, 0, 512, 0, 512}}}});
   CHECK_THROWS_WITH(p.forward(tokens, 4, 8, 4), Catch::Contains("the device died"));
+}
+
+TEST_CASE("projected GPU times follow the roofline of the named GPU", "[unit][gpt2][gpu]") {
+  ProjectedGpuBackend h100("cuda:0", gpu_peaks("h100"));
+  std::vector<float> a(1024 * 1024, 1.0f), b(a), c(a.size());
+  h100.matmul(a.data(), b.data(), c.data(), 1024, 1024, 1024, false);
+  CHECK(c[5] == 1024.0f);  // the values are real
+  CHECK(h100.stats().projected_seconds == Approx(2.0 * 1024 * 1024 * 1024 / 67e12));  // compute-bound
+  ProjectedGpuBackend a100("cuda:1", gpu_peaks("a100"));
+  std::vector<float> x(4096, 1.0f), w(4096 * 4096, 0.5f), y(4096);
+  a100.matmul(x.data(), w.data(), y.data(), 1, 4096, 4096, false);
+  CHECK(a100.stats().projected_seconds == Approx(4.0 * (4096 + 4096.0 * 4096 + 4096) / 2.039e12));  // memory-bound
+  CHECK_THROWS_WITH(gpu_peaks("tpu"), Catch::Contains("h100"));
 }

@@ -17,15 +17,18 @@ namespace tessera {
 struct MatmulStats {
   uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
   uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
+  double projected_seconds = 0;   // a GPU's roofline time where there is no GPU to measure
   MatmulStats& operator+=(const MatmulStats& o) {
     gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
     projected_cycles += o.projected_cycles;
+    projected_seconds += o.projected_seconds;
     return *this;
   }
   MatmulStats operator-(const MatmulStats& o) const {
     return {gemms - o.gemms,           macs - o.macs,
             cycles - o.cycles,         read_bytes - o.read_bytes,
-            write_bytes - o.write_bytes, projected_cycles - o.projected_cycles};
+            write_bytes - o.write_bytes, projected_cycles - o.projected_cycles,
+            projected_seconds - o.projected_seconds};
   }
 };
 
