@@ -114,7 +114,7 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
 struct OpRow {
   std::string device, op;
   uint64_t calls = 0;
-  double wall = 0;
+  double seconds = 0;  // on the device's time: measured, cycles / clock, or projected
   MatmulStats cost;
 };
 
@@ -176,7 +176,7 @@ int run(const std::vector<std::string>& args) {
     if (fresh) rows.push_back(OpRow{r.device, r.op, 0, 0, {}});
     OpRow& row = rows[it->second];
     ++row.calls;
-    row.wall += device_seconds(r);
+    row.seconds += device_seconds(r);
     row.cost += r.cost;
     busy[r.stage][r.microbatch][r.device] += device_seconds(r);
   }
@@ -227,7 +227,7 @@ int run(const std::vector<std::string>& args) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
       nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
-                                  {"seconds", r.wall}, {"time", devs.time_kind(r.device)},
+                                  {"seconds", r.seconds}, {"time", devs.time_kind(r.device)},
                                   {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
                                   {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
       if (utilization(r) >= 0) o["utilization"] = utilization(r);
@@ -257,7 +257,7 @@ int run(const std::vector<std::string>& args) {
   if (ra.csv) {
     std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
     for (const auto& r : rows)
-      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.wall,
+      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
                                devs.time_kind(r.device), r.cost.cycles,
                                r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
                                r.cost.read_bytes + r.cost.write_bytes,
@@ -275,7 +275,7 @@ int run(const std::vector<std::string>& args) {
                            "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& r : rows)
     std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
-                             r.wall * 1e3, devs.time_kind(r.device),
+                             r.seconds * 1e3, devs.time_kind(r.device),
                              r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
                              utilization(r) >= 0 ? fmt::format("{:.3f}", utilization(r)) : "-",
                              r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");

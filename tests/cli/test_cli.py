@@ -227,6 +227,13 @@ with tempfile.TemporaryDirectory() as d:
     check("scripts/plot: a CSV that is not a run's is refused with the reason", p.returncode != 0 and "not a tessera run" in p.stderr)
 
 if WITH_RTL:
+    r = run("run", "--plan", "0@rtl:0+rtl:1?preset=small;1@rtl:2", "--batch", "2", "--seq", "16", "--microbatches", "2",
+            "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    num = j.get("numerics", {})
+    check("run on three RTL simulators at once (a sharded stage, then a second stage): within the numerics targets",
+          r.returncode == 0 and {"rtl:0", "rtl:1?preset=small", "rtl:2"} <= {o["device"] for o in j.get("ops", [])}
+          and num.get("cosine", 0) >= 0.995 and num.get("top1_agreement", 0) >= 0.95, r.stderr + str(num))
     r = run("run")
     check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
           and "rtl:0" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-600:] + r.stderr)
