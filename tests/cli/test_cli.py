@@ -213,6 +213,53 @@ check("run --project-array: a slower 8x8 array takes more cycles than the 16x16 
 r = run("run", "--plan", "0-1@model", "--csv")
 check("run --csv: a header and one row per device and op", r.returncode == 0
       and r.stdout.splitlines()[0].startswith("device,op,") and len(r.stdout.splitlines()) > 5, r.stdout[:300])
+def write_checkpoint(d, tensors, header_extra=None, truncate=0):
+    """A GPT-2 directory with a 1-layer, width-8 config and the given F32 tensors {name: (shape, n)}."""
+    pathlib.Path(d).mkdir(parents=True, exist_ok=True)
+    pathlib.Path(f"{d}/config.json").write_text(json.dumps(
+        {"n_embd": 8, "n_head": 2, "n_layer": 1, "n_positions": 4, "vocab_size": 10}))
+    header, data = {}, b""
+    for name, shape in tensors.items():
+        n = 1
+        for x in shape:
+            n *= x
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + 4 * n]}
+        data += struct.pack(f"<{n}f", *([0.01] * n))
+    header.update(header_extra or {})
+    h = json.dumps(header).encode()
+    blob = struct.pack("<Q", len(h)) + h + data
+    pathlib.Path(f"{d}/model.safetensors").write_bytes(blob[:len(blob) - truncate])
+
+
+GOOD = {"wte.weight": [10, 8], "wpe.weight": [4, 8], "ln_f.weight": [8], "ln_f.bias": [8]}
+for i, (name, shape) in enumerate([("ln_1.weight", [8]), ("ln_1.bias", [8]), ("attn.c_attn.weight", [8, 24]),
+                                    ("attn.c_attn.bias", [24]), ("attn.c_proj.weight", [8, 8]), ("attn.c_proj.bias", [8]),
+                                    ("ln_2.weight", [8]), ("ln_2.bias", [8]), ("mlp.c_fc.weight", [8, 32]),
+                                    ("mlp.c_fc.bias", [32]), ("mlp.c_proj.weight", [32, 8]), ("mlp.c_proj.bias", [8])]):
+    GOOD[f"h.0.{name}"] = shape
+with tempfile.TemporaryDirectory() as d:
+    write_checkpoint(f"{d}/good", GOOD)
+    r = run("run", "--model", f"{d}/good", "--plan", "0@cpu", "--tokens", "1,2,3", "--json")
+    check("run --model DIR: a checkpoint written here loads and runs", r.returncode == 0, r.stderr)
+    cases = {
+        "truncated": ({}, None, 100, "model.safetensors"),
+        "missing tensor": ({k: v for k, v in GOOD.items() if k != "h.0.mlp.c_fc.bias"}, None, 0, "h.0.mlp.c_fc.bias"),
+        "wrong shape": ({**GOOD, "h.0.ln_1.weight": [4, 2]}, None, 0, "h.0.ln_1.weight"),
+        "unknown dtype": (GOOD, {"h.0.ln_2.bias": {"dtype": "Q7", "shape": [8], "data_offsets": [0, 8]}}, 0, "Q7"),
+        "offsets past the data": (GOOD, {"h.0.ln_2.bias": {"dtype": "F32", "shape": [8],
+                                                          "data_offsets": [100000, 100032]}}, 0, "h.0.ln_2.bias"),
+    }
+    for label, (tensors, extra, cut, needle) in cases.items():
+        write_checkpoint(f"{d}/{label}", tensors or GOOD, extra, cut)
+        r = run("run", "--model", f"{d}/{label}", "--plan", "0@cpu", "--tokens", "1,2,3")
+        check(f"run --model with a bad checkpoint ({label}): exit 2 naming '{needle}'",
+              r.returncode == 2 and needle in r.stderr, f"rc={r.returncode} {r.stderr!r}")
+    pathlib.Path(f"{d}/good/config.json").write_text(json.dumps(
+        {"n_embd": 8, "n_head": 3, "n_layer": 1, "n_positions": 4, "vocab_size": 10}))
+    r = run("run", "--model", f"{d}/good", "--plan", "0@cpu", "--tokens", "1")
+    check("run --model: heads that do not divide the width are bad input", r.returncode == 2 and "divide" in r.stderr,
+          r.stderr)
+
 PLOT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "plot"
 with tempfile.TemporaryDirectory() as d:
     r = run("run", "--plan", "0@model;1@cpu", "--project-array", "32x32", "--csv")
