@@ -1,6 +1,7 @@
 #include "tessera/accel_backend.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -25,6 +26,7 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   if (k > dev_.properties().k_max)
     throw driver::UsageError(fmt::format("{}: an inner dimension of {} is above the engine's k_max = {}", name(), k,
                                          dev_.properties().k_max));
+  const auto start = std::chrono::steady_clock::now();
   Operand op;
   op.k = k;
   op.n = n;
@@ -39,11 +41,13 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
     for (uint32_t c = 0; c < n; ++c) img[r * op.ld + c] = static_cast<uint8_t>(quantize(at(r, c), 1.0f / op.scale[c]));
   op.buf = dev_.alloc(img.size());
   dev_.write(op.buf, 0, img);
+  phase("dma", "upload B (int8)", start);
   return op;
 }
 
 void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   const uint64_t al = dev_.properties().align, lda = align_up(b.k, al), ldc = align_up(uint64_t{b.n} * 4, al);
+  auto start = std::chrono::steady_clock::now();
   // A per row; rows past the engine's 16-bit M limit go in further GEMMs.
   std::vector<float> row_scale(m);
   std::vector<uint8_t> img(lda * m, 0);
@@ -56,6 +60,8 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   }
   driver::Buffer abuf = dev_.alloc(img.size()), cbuf = dev_.alloc(ldc * m);
   dev_.write(abuf, 0, img);
+  phase("dma", "upload A (int8)", start);
+  start = std::chrono::steady_clock::now();
   std::vector<Descriptor> descs;
   for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
     Descriptor d;
@@ -74,6 +80,7 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   }
   const driver::Counters before = dev_.counters();
   dev_.wait(dev_.submit(descs));
+  phase("compute", "int8 GEMM", start);
   const driver::Counters delta = dev_.counters() - before;
   stats_.gemms += descs.size();
   stats_.macs += delta.macs;
@@ -82,6 +89,7 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   stats_.write_bytes += delta.write_bytes;
   if (projection_)
     for (const Descriptor& d : descs) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
+  start = std::chrono::steady_clock::now();
   std::vector<uint8_t> out(ldc * m);
   dev_.read(cbuf, 0, out);
   for (uint32_t r = 0; r < m; ++r)
@@ -90,6 +98,7 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
       std::memcpy(&acc, &out[r * ldc + uint64_t{col} * 4], 4);
       c[uint64_t{r} * b.n + col] = static_cast<float>(acc) * row_scale[r] * b.scale[col];
     }
+  phase("dma", "download C (int32)", start);
 }
 
 void AccelBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,

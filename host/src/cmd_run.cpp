@@ -91,9 +91,13 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
   nlohmann::json events = nlohmann::json::array();
   std::map<std::string, int> pid = {{"host", 0}};
   for (const auto& r : log) pid.try_emplace(r.device, static_cast<int>(pid.size()));
-  for (const auto& [name, id] : pid)
+  constexpr int kOps = 0, kCompute = 1, kDma = 2;  // a device's tracks
+  for (const auto& [name, id] : pid) {
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id}, {"tid", 0},
                       {"args", {{"name", name == "host" ? "host (LayerNorm, softmax, GELU, residuals)" : name}}}});
+    for (const auto& [tid, track] : {std::pair{kOps, "ops"}, {kCompute, "compute"}, {kDma, "DMA"}})
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", id}, {"tid", tid}, {"args", {{"name", track}}}});
+  }
   for (const auto& r : log) {
     nlohmann::json args = {{"stage", r.stage}, {"layer", r.layer}, {"microbatch", r.microbatch}};
     if (r.cost.macs) args["macs"] = r.cost.macs;
@@ -103,8 +107,12 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
       args["bytes"] = r.cost.read_bytes + r.cost.write_bytes;
     }
     events.push_back({{"ph", "X"}, {"name", r.op}, {"cat", r.device == "host" ? "host" : "compute"},
-                      {"pid", pid.at(r.device)}, {"tid", 0}, {"ts", r.start * 1e6}, {"dur", r.seconds * 1e6},
+                      {"pid", pid.at(r.device)}, {"tid", kOps}, {"ts", r.start * 1e6}, {"dur", r.seconds * 1e6},
                       {"args", args}});
+    for (const auto& ph : r.phases)
+      events.push_back({{"ph", "X"}, {"name", ph.name}, {"cat", ph.track}, {"pid", pid.at(r.device)},
+                        {"tid", ph.track == "dma" ? kDma : kCompute}, {"ts", ph.start * 1e6}, {"dur", ph.seconds * 1e6},
+                        {"args", {{"op", r.op}, {"layer", r.layer}}}});
   }
   std::ofstream out(path);
   out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";

@@ -212,7 +212,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   std::vector<float>& x = m.x;
   std::vector<float> h(uint64_t{rows} * E);
   auto host = [&](int stage, int layer, const char* op, Clock::time_point t0) {
-    log.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}});
+    log.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}, {}});
   };
   auto t0 = Clock::now();
   if (s == 0) {
@@ -234,8 +234,11 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     const MatmulStats before = b.stats();
     const auto start = Clock::now();
     fn(b);
-    shard_log[i].push_back({static_cast<int>(s), layer, mb, b.name(), op,
-                            std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before});
+    OpRecord rec{static_cast<int>(s), layer, mb, b.name(), op,
+                 std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}};
+    for (const Phase& ph : b.take_phases())
+      rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
+    shard_log[i].push_back(std::move(rec));
   };
   auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
     const auto start = Clock::now();

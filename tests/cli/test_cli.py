@@ -189,7 +189,8 @@ with tempfile.TemporaryDirectory() as d:
     names = {e["args"]["name"] for e in t.get("traceEvents", []) if e.get("ph") == "M"}
     check("run --trace: Chrome trace events, a process per device and the host, cycles on accelerator slices",
           r.returncode == 0 and {"cpu", "model:0", "model:1"} <= names and len(slices) > 10
-          and any("cycles" in e["args"] for e in slices) and all(e["dur"] >= 0 for e in slices), r.stderr)
+          and any("cycles" in e["args"] for e in slices) and all(e["dur"] >= 0 for e in slices)
+          and {"dma", "compute"} <= {e.get("cat") for e in slices}, r.stderr)
 r = run("run", "--plan", "0@model;1@cuda:0?gpu=a100", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 gpu = [o for o in j.get("ops", []) if o["device"].startswith("cuda")]

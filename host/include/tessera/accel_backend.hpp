@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "tessera/driver.hpp"
 #include "tessera/timing.hpp"
@@ -22,6 +23,7 @@ class AccelBackend final : public MatmulBackend {
               bool b_transposed) override;
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
   MatmulStats stats() const override { return stats_; }
+  std::vector<Phase> take_phases() override { return std::exchange(phases_, {}); }
   // ASIC what-if: also estimate every GEMM with the timing model for this engine configuration
   // (another array, same memory system), into stats().projected_cycles.
   void project(const EngineConfig& cfg, const MemoryModelConfig& mem) {
@@ -43,6 +45,11 @@ class AccelBackend final : public MatmulBackend {
   driver::Device& dev_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
   MatmulStats stats_;
+  std::vector<Phase> phases_;
+  void phase(const char* track, const char* name, std::chrono::steady_clock::time_point start) {
+    phases_.push_back({track, name, start,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  }
   std::optional<EngineConfig> projection_;
   MemoryModelConfig projection_mem_;
 };

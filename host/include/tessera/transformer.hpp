@@ -32,12 +32,22 @@ struct MatmulStats {
   }
 };
 
+// A stretch of one product's wall time on a track of its device: "dma" (operands going to the
+// device, results coming back) or "compute".
+struct Phase {
+  std::string track, name;
+  std::chrono::steady_clock::time_point start;
+  double seconds = 0;
+};
+
 // Where the forward pass runs its matrix products.
 class MatmulBackend {
  public:
   virtual ~MatmulBackend() = default;
   virtual std::string name() const = 0;
   virtual MatmulStats stats() const = 0;
+  // The phases of the products since the last call, where the backend tells them apart.
+  virtual std::vector<Phase> take_phases() { return {}; }
   // c[m, n] = a[m, k] * b, with b [k, n] row-major, or [n, k] when b_transposed.
   virtual void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
                       bool b_transposed) = 0;
@@ -85,6 +95,11 @@ struct OpRecord {
   double start = 0;           // wall time since the pipeline was built
   double seconds = 0;         // wall time
   MatmulStats cost;           // on the device
+  struct Span {
+    std::string track, name;
+    double start = 0, seconds = 0;  // like the record's
+  };
+  std::vector<Span> phases;   // DMA and compute within the op, where the backend tells them apart
 };
 
 // Runs the model over stages of sharded devices. Weights are sliced once, when built. Microbatches
