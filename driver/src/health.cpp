@@ -77,7 +77,9 @@ struct Context {
   // Waits end with a diagnosis before the check's hard limit does.
   WaitOptions wait() const {
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    return {1'000'000, std::max(0.5, left - 1.0)};
+    WaitOptions w;
+    w.timeout_s = std::max(0.5, left - 1.0);
+    return w;
   }
 };
 

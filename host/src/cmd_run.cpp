@@ -47,13 +47,11 @@ struct Devices {
           backends.push_back(std::make_unique<CpuBackend>());
         } else if (d.kind == "cuda") {
           // A GPU that is there is measured; one that is not is computed on the host and projected.
-          const size_t q = d.spec.find("?gpu=");
-          const int index = d.spec.size() > 5 && d.spec[4] == ':' ? std::stoi(d.spec.substr(5, q - 5)) : 0;
           std::string why_not;
-          if (auto gpu = make_cuda_backend(index, why_not)) {
+          if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), why_not)) {
             backends.push_back(std::move(gpu));
           } else {
-            const GpuPeaks& peaks = gpu_peaks(q == std::string::npos ? "h100" : d.spec.substr(q + 5));
+            const GpuPeaks& peaks = gpu_peaks(d.gpu);
             projected[d.spec] = fmt::format("{} ({})", peaks.description, why_not);
             backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks));
           }

@@ -11,6 +11,7 @@
 
 #include "tessera/driver.hpp"
 #include "tessera/gpu_projection.hpp"
+#include "tessera/parse.hpp"
 
 namespace tessera {
 
@@ -28,11 +29,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 uint32_t layer_number(const std::string& text, const std::string& plan) {
-  uint32_t v = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
-    throw std::invalid_argument(fmt::format("plan '{}': '{}' is not a layer number", plan, text));
-  return v;
+  if (const auto v = parse_uint(text, 0, UINT32_MAX)) return static_cast<uint32_t>(*v);
+  throw std::invalid_argument(fmt::format("plan '{}': '{}' is not a layer number", plan, text));
 }
 
 // `total` split in proportion to `weights`, largest remainders first, summing to `total`.
@@ -91,14 +89,14 @@ Plan Plan::parse(const std::string& text) {
         if (const size_t q = base.find('?'); q != std::string::npos) {
           const std::string opt = base.substr(q + 1);
           if (!opt.starts_with("gpu=")) throw std::invalid_argument(fmt::format("plan '{}': cuda takes only ?gpu=NAME", text));
-          gpu_peaks(opt.substr(4));  // throws for an unknown GPU
+          d.gpu = opt.substr(4);
+          gpu_peaks(d.gpu);  // throws for an unknown GPU
           base = base.substr(0, q);
         }
-        uint32_t index = 0;
-        const std::string idx = base.size() > 5 ? base.substr(5) : "0";
-        const auto r = std::from_chars(idx.data(), idx.data() + idx.size(), index);
-        if ((base.size() > 4 && base[4] != ':') || r.ec != std::errc() || r.ptr != idx.data() + idx.size())
+        const auto index = parse_uint(base.size() > 5 ? base.substr(5) : "0", 0, 1023);
+        if ((base.size() > 4 && base[4] != ':') || !index)
           throw std::invalid_argument(fmt::format("plan '{}': '{}' is not cuda[:i]", text, d.spec));
+        d.gpu_index = static_cast<uint32_t>(*index);
       } else {
         try {
           d.spec = driver::DeviceSpec::parse(d.spec).str();  // model, rtl, xdma; throws for anything else

@@ -1,5 +1,7 @@
 #include "run_args.hpp"
 
+#include "tessera/parse.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <random>
@@ -37,13 +39,12 @@ void RunArgs::finish(const po::variables_map& vm) {
   if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
   if (!project_array.empty()) {
     const size_t x = project_array.find('x');
-    const auto parse = [&](std::string_view t, uint32_t& v) {
-      const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-      return !t.empty() && r.ec == std::errc() && r.ptr == t.data() + t.size() && v >= 1 && v <= 255;
-    };
-    if (x == std::string::npos || !parse(std::string_view(project_array).substr(0, x), project_rows) ||
-        !parse(std::string_view(project_array).substr(x + 1), project_cols))
+    const auto rows = parse_uint(project_array.substr(0, x), 1, 255);
+    const auto cols = x == std::string::npos ? std::nullopt : parse_uint(project_array.substr(x + 1), 1, 255);
+    if (!rows || !cols)
       throw std::invalid_argument(fmt::format("--project-array {}: expected RxC with R and C in 1-255", project_array));
+    project_rows = static_cast<uint32_t>(*rows);
+    project_cols = static_cast<uint32_t>(*cols);
   }
   if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
   if (!(project_clock_mhz > 0)) throw std::invalid_argument("--project-clock-mhz must be positive");
@@ -72,11 +73,10 @@ Gpt2Config RunArgs::model_config() const {
   std::vector<uint32_t> v;
   for (size_t pos = 7; pos <= model.size();) {
     const size_t comma = std::min(model.find(',', pos), model.size());
-    uint32_t x = 0;
-    const auto r = std::from_chars(model.data() + pos, model.data() + comma, x);
-    if (comma == pos || r.ec != std::errc() || r.ptr != model.data() + comma)
+    const auto x = parse_uint(std::string_view(model).substr(pos, comma - pos), 1, 1u << 30);
+    if (!x)
       throw std::invalid_argument(fmt::format("--model {}: expected random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]", model));
-    v.push_back(x);
+    v.push_back(static_cast<uint32_t>(*x));
     pos = comma + 1;
   }
   if (v.size() < 3 || v.size() > 5)

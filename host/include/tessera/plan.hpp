@@ -18,6 +18,8 @@ struct PlanDevice {
   std::string spec;     // as written: model..., rtl..., xdma:..., cpu, cuda[:i]
   std::string kind;     // model | rtl | xdma | cpu | cuda
   double weight = 1;    // share of each layer, relative to the group
+  uint32_t gpu_index = 0;      // cuda: the GPU
+  std::string gpu = "h100";    // cuda: whose published peaks a projection uses (?gpu=NAME)
   // Filled in by Plan::resolve for a model:
   uint32_t heads = 0, head_begin = 0;  // attention heads [head_begin, head_begin + heads)
   uint32_t mlp = 0, mlp_begin = 0;     // columns of c_fc [mlp_begin, mlp_begin + mlp)
