@@ -7,18 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "tessera/quantize.hpp"
+
 namespace tessera {
 
 namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-int8_t quantize(float v, float inv_scale) {
-  return static_cast<int8_t>(std::clamp(std::lround(v * inv_scale), -127L, 127L));
-}
-
-// The symmetric scale that maps max |v| to 127 (1 for an all-zero vector, which stays zero).
-float scale_for(float max_abs) { return max_abs > 0 ? max_abs / 127.0f : 1.0f; }
 
 }  // namespace
 
@@ -35,10 +30,10 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   op.scale.assign(n, 0.0f);
   for (uint32_t r = 0; r < k; ++r)
     for (uint32_t c = 0; c < n; ++c) op.scale[c] = std::max(op.scale[c], std::abs(at(r, c)));
-  for (auto& s : op.scale) s = scale_for(s);
+  for (auto& s : op.scale) s = int8_scale(s);
   std::vector<uint8_t> img(op.ld * k, 0);
   for (uint32_t r = 0; r < k; ++r)
-    for (uint32_t c = 0; c < n; ++c) img[r * op.ld + c] = static_cast<uint8_t>(quantize(at(r, c), 1.0f / op.scale[c]));
+    for (uint32_t c = 0; c < n; ++c) img[r * op.ld + c] = static_cast<uint8_t>(to_int8(at(r, c), 1.0f / op.scale[c]));
   op.buf = dev_.alloc(img.size());
   dev_.write(op.buf, 0, img);
   phase("dma", "upload B (int8)", start);
@@ -55,8 +50,8 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
     const float* x = a + uint64_t{r} * b.k;
     float peak = 0;
     for (uint32_t i = 0; i < b.k; ++i) peak = std::max(peak, std::abs(x[i]));
-    row_scale[r] = scale_for(peak);
-    for (uint32_t i = 0; i < b.k; ++i) img[r * lda + i] = static_cast<uint8_t>(quantize(x[i], 1.0f / row_scale[r]));
+    row_scale[r] = int8_scale(peak);
+    for (uint32_t i = 0; i < b.k; ++i) img[r * lda + i] = static_cast<uint8_t>(to_int8(x[i], 1.0f / row_scale[r]));
   }
   driver::Buffer abuf = dev_.alloc(img.size()), cbuf = dev_.alloc(ldc * m);
   dev_.write(abuf, 0, img);

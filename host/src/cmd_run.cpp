@@ -48,12 +48,12 @@ struct Devices {
         } else if (d.kind == "cuda") {
           // A GPU that is there is measured; one that is not is computed on the host and projected.
           std::string why_not;
-          if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), why_not)) {
+          if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
             backends.push_back(std::move(gpu));
           } else {
             const GpuPeaks& peaks = gpu_peaks(d.gpu);
             projected[d.spec] = fmt::format("{} ({})", peaks.description, why_not);
-            backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks));
+            backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
           }
         } else {
           const auto spec = driver::DeviceSpec::parse(d.spec);
@@ -171,8 +171,8 @@ int run(const std::vector<std::string>& args) {
     if (devs.projected.count(r.device)) return r.cost.projected_seconds;
     return r.seconds;
   };
-  // Per op and device, and per stage and microbatch (a stage's time: its host ops plus its
-  // slowest device).
+  // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
+  // slowest device, counting the host ops done for that device's shard).
   std::vector<OpRow> rows;
   std::map<std::pair<std::string, std::string>, size_t> index;
   const size_t P = ra.plan.stages.size(), M = ra.microbatches;
@@ -184,7 +184,7 @@ int run(const std::vector<std::string>& args) {
     ++row.calls;
     row.seconds += device_seconds(r);
     row.cost += r.cost;
-    busy[r.stage][r.microbatch][r.device] += device_seconds(r);
+    busy[r.stage][r.microbatch][r.lane.empty() ? r.device : r.lane] += device_seconds(r);
   }
   // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
   // stage s - 1 is done with j. The bubble is the idle share of the stages over the makespan.
@@ -290,7 +290,7 @@ int run(const std::vector<std::string>& args) {
                            makespan * 1e3, macs, cycles, bytes, wall);
   for (const auto& [spec, gpu] : devs.projected)
     std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
-                             "computed on the host in fp32\n",
+                             "computed on the host with its precision's numerics\n",
                              spec, gpu);
   if (what_if) {
     std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "

@@ -84,13 +84,21 @@ Plan Plan::parse(const std::string& text) {
       if (d.kind == "cpu") {
         if (d.spec != "cpu") throw std::invalid_argument(fmt::format("plan '{}': the cpu device takes no index or options", text));
       } else if (d.kind == "cuda") {
-        // cuda[:i][?gpu=NAME]: NAME picks the published peaks used where no GPU is present.
+        // cuda[:i][?gpu=NAME&precision=P]: NAME picks the published peaks used where no GPU is
+        // present; P is the GEMMs' precision.
         std::string base = d.spec;
         if (const size_t q = base.find('?'); q != std::string::npos) {
-          const std::string opt = base.substr(q + 1);
-          if (!opt.starts_with("gpu=")) throw std::invalid_argument(fmt::format("plan '{}': cuda takes only ?gpu=NAME", text));
-          d.gpu = opt.substr(4);
-          gpu_peaks(d.gpu);  // throws for an unknown GPU
+          for (const std::string& opt : split(base.substr(q + 1), '&')) {
+            if (opt.starts_with("gpu=")) {
+              d.gpu = opt.substr(4);
+              gpu_peaks(d.gpu);  // throws for an unknown GPU
+            } else if (opt.starts_with("precision=")) {
+              d.precision = parse_gpu_precision(opt.substr(10));
+            } else {
+              throw std::invalid_argument(
+                  fmt::format("plan '{}': cuda takes the options gpu=NAME and precision=fp32|bf16|int8, not '{}'", text, opt));
+            }
+          }
           base = base.substr(0, q);
         }
         const auto index = parse_uint(base.size() > 5 ? base.substr(5) : "0", 0, 1023);

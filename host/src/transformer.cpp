@@ -21,6 +21,56 @@ void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y
     for (uint32_t c = 0; c < w.out; ++c) y[uint64_t{r} * w.out + c] += w.b[c];
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The attention core with the products on `b` and the scaling and softmax on the host, whose time
+// is added to *host_seconds.
+void attention_on_host(MatmulBackend& b, const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H,
+                       uint32_t D, double* host_seconds) {
+  const uint32_t W = 3 * H * D;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(uint64_t{T} * T), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+  for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+    for (uint32_t head = 0; head < H; ++head) {
+      for (uint32_t t = 0; t < T; ++t) {
+        const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
+        std::copy(row, row + D, &q[uint64_t{t} * D]);
+        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+      }
+      b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+      const auto t0 = Clock::now();
+      for (auto& sc : scores) sc *= scale;
+      softmax_causal(scores.data(), T, T, 0);
+      *host_seconds += since(t0);
+      b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+      for (uint32_t t = 0; t < T; ++t)
+        std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
+    }
+}
+
+}  // namespace
+
+void MatmulBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
+                              uint32_t head_dim) {
+  double host_seconds = 0;
+  attention_on_host(*this, qkv, out, batch, seq, heads, head_dim, &host_seconds);
+}
+
+void MatmulBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {
+  linear(x, m, w, y);
+  gelu_tanh(y, uint64_t{m} * w.out);
+}
+
+void MatmulBackend::layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
+                               float eps) {
+  tessera::layer_norm(x, y, rows, cols, w, eps);
+}
+
 void CpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
                         bool b_transposed) {
   ++stats_.gemms;
@@ -89,10 +139,6 @@ void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Columns [c0, c0 + n) of a linear layer (its bias too), or rows [r0, r0 + n) without the bias.
 Linear columns(const Linear& l, const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
@@ -208,19 +254,20 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   const Gpt2Config& cfg = model_.cfg;
   const uint32_t E = cfg.width, D = cfg.head_dim(), T = m.seq, V = cfg.vocab, batch = m.batch, mb = m.index;
   const uint32_t rows = batch * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float>& x = m.x;
   std::vector<float> h(uint64_t{rows} * E);
-  auto host = [&](int stage, int layer, const char* op, Clock::time_point t0) {
-    log.push_back({stage, layer, mb, "host", op, std::chrono::duration<double>(t0 - epoch_).count(), since(t0), {}, {}});
+  auto host_record = [&](int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) {
+    return OpRecord{static_cast<int>(s), layer, mb, "host", std::move(lane), op,
+                    std::chrono::duration<double>(start - epoch_).count(), seconds, {}, {}};
   };
+  auto host = [&](int layer, const char* op, Clock::time_point t0) { log.push_back(host_record(layer, op, t0, since(t0))); };
   auto t0 = Clock::now();
   if (s == 0) {
     x.resize(uint64_t{rows} * E);
     for (uint64_t r = 0; r < rows; ++r)
       for (uint32_t c = 0; c < E; ++c)
         x[r * E + c] = model_.wte[uint64_t(m.tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
-    host(0, -1, "embedding", t0);
+    host(-1, "embedding", t0);
   }
   float* logits = m.logits;
 
@@ -228,17 +275,28 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   const size_t n = st.shards.size();
   std::vector<std::vector<float>> part(n);
   std::vector<std::vector<OpRecord>> shard_log(n);
-  // Runs one of a shard's matrix products and logs what it cost.
-  auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) {
+  // Runs one of a shard's operations on its device and logs what it cost.
+  auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) -> OpRecord& {
     MatmulBackend& b = *st.shards[i].backend;
     const MatmulStats before = b.stats();
     const auto start = Clock::now();
     fn(b);
-    OpRecord rec{static_cast<int>(s), layer, mb, b.name(), op,
+    OpRecord rec{static_cast<int>(s), layer, mb, b.name(), {}, op,
                  std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}};
     for (const Phase& ph : b.take_phases())
       rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
-    shard_log[i].push_back(std::move(rec));
+    return shard_log[i].emplace_back(std::move(rec));
+  };
+  // LayerNorm of the whole residual stream: on the device when one device holds the stage and runs
+  // such ops, otherwise on the host (every shard needs all of it).
+  auto norm = [&](int layer, const LayerNormWeights& w) {
+    if (n == 1 && st.shards[0].backend->runs_other_ops()) {
+      device_op(0, layer, "layernorm", [&](MatmulBackend& b) { b.layer_norm(x.data(), h.data(), rows, E, w, cfg.eps); });
+      return;
+    }
+    t0 = Clock::now();
+    tessera::layer_norm(x.data(), h.data(), rows, E, w, cfg.eps);
+    host(layer, "layernorm", t0);
   };
   auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
     const auto start = Clock::now();
@@ -246,58 +304,53 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
       for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
     for (uint32_t r = 0; r < rows; ++r)
       for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
-    host(static_cast<int>(s), layer, "reduce_residual", start);
+    host(layer, "reduce_residual", start);
   };
   for (uint32_t l = st.first; l <= st.last; ++l) {
     if (on_layer) on_layer(s, l, mb);
     const Gpt2Block& blk = model_.blocks[l];
     const auto& sl = slices_[s][l - st.first];
     const int layer = static_cast<int>(l);
-    t0 = Clock::now();
-    layer_norm(x.data(), h.data(), rows, E, blk.ln_1, cfg.eps);
-    host(static_cast<int>(s), layer, "layernorm", t0);
+    norm(layer, blk.ln_1);
     each_shard(n, [&](size_t i) {
-      const uint32_t H = st.shards[i].heads, W = 3 * H * D;
-      std::vector<float> qkv(uint64_t{rows} * W), att(uint64_t{rows} * H * D), scores(uint64_t{T} * T),
-          q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+      const uint32_t H = st.shards[i].heads;
+      std::vector<float> qkv(uint64_t{rows} * 3 * H * D), att(uint64_t{rows} * H * D);
       device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].qkv, qkv.data()); });
-      device_op(i, layer, "attention", [&](MatmulBackend& b) {
-        for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
-          for (uint32_t head = 0; head < H; ++head) {
-            for (uint32_t t = 0; t < T; ++t) {
-              const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
-              std::copy(row, row + D, &q[uint64_t{t} * D]);
-              std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
-              std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
-            }
-            b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
-            for (auto& sc : scores) sc *= scale;
-            softmax_causal(scores.data(), T, T, 0);
-            b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
-            for (uint32_t t = 0; t < T; ++t)
-              std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &att[(uint64_t{seq_i} * T + t) * H * D + head * D]);
-          }
-      });
+      if (st.shards[i].backend->runs_other_ops()) {
+        device_op(i, layer, "attention",
+                  [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), batch, T, H, D); });
+      } else {
+        // The products on the device, the softmax on the host, reported apart.
+        double softmax_seconds = 0;
+        OpRecord& rec = device_op(i, layer, "attention", [&](MatmulBackend& b) {
+          attention_on_host(b, qkv.data(), att.data(), batch, T, H, D, &softmax_seconds);
+        });
+        rec.seconds -= softmax_seconds;
+        const auto start = epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
+        shard_log[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
+      }
       part[i].assign(x.size(), 0.0f);
       device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, sl[i].attn_proj, part[i].data()); });
     });
     reduce(layer, blk.attn_proj);
-    t0 = Clock::now();
-    layer_norm(x.data(), h.data(), rows, E, blk.ln_2, cfg.eps);
-    host(static_cast<int>(s), layer, "layernorm", t0);
+    norm(layer, blk.ln_2);
     each_shard(n, [&](size_t i) {
       std::vector<float> up(uint64_t{rows} * sl[i].mlp_up.out);
-      device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
-      gelu_tanh(up.data(), up.size());
+      if (st.shards[i].backend->runs_other_ops()) {
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, sl[i].mlp_up, up.data()); });
+      } else {
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
+        const auto start = Clock::now();
+        gelu_tanh(up.data(), up.size());
+        shard_log[i].push_back(host_record(layer, "gelu", start, since(start), st.shards[i].backend->name()));
+      }
       part[i].assign(x.size(), 0.0f);
       device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, sl[i].mlp_down, part[i].data()); });
     });
     reduce(layer, blk.mlp_proj);
   }
   if (s + 1 == stages_.size()) {
-    t0 = Clock::now();
-    layer_norm(x.data(), h.data(), rows, E, model_.ln_f, cfg.eps);
-    host(static_cast<int>(s), -1, "layernorm", t0);
+    norm(-1, model_.ln_f);
     each_shard(n, [&](size_t i) {
       const Shard& sh = st.shards[i];
       std::vector<float> out(uint64_t{rows} * sh.vocab);

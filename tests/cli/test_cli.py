@@ -196,6 +196,20 @@ j = json.loads(r.stdout) if r.returncode == 0 else {}
 gpu = [o for o in j.get("ops", []) if o["device"].startswith("cuda")]
 check("run: with no GPU, GPU rows are labelled projected, never measured",
       r.returncode == 0 and gpu and all(o["time"] == "projected" and o["seconds"] > 0 for o in gpu), r.stderr)
+with tempfile.TemporaryDirectory() as d:
+    # Where no GPU is present, an int8 GPU is computed with the accelerator's quantization: the same
+    # logits, bit for bit, as the model device gives.
+    r = run("run", "--plan", "0-1@cuda:0?precision=int8", "--json", "--dump", f"{d}/gpu")
+    q = run("run", "--plan", "0-1@model", "--dump", f"{d}/accel")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    same = r.returncode == 0 and q.returncode == 0 and \
+        read_npy(f"{d}/gpu/logits.npy")[1] == read_npy(f"{d}/accel/logits.npy")[1]
+    ops = {(o["device"], o["op"]) for o in j.get("ops", [])}
+    check("run: an int8 GPU row gives the accelerator's int8 logits and runs LayerNorm on the GPU",
+          same and j["numerics"]["rel_l2"] > 0 and ("cuda:0?precision=int8", "layernorm") in ops
+          and ("host", "softmax") not in ops, r.stderr + q.stderr)
+r = run("run", "--plan", "0-1@cuda:0?precision=fp8")
+check("run: an unknown GPU precision is bad input", r.returncode == 2 and "fp32, bf16 or int8" in r.stderr, r.stderr)
 r = run("run", "--plan", "0-1@cuda:0?gpu=tpu")
 check("run: an unknown GPU for the projection is bad input", r.returncode == 2 and "unknown GPU" in r.stderr, r.stderr)
 r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")

@@ -11,6 +11,7 @@
 #include "tessera/gpt2.hpp"
 #include "tessera/accel_backend.hpp"
 #include "tessera/gpu_projection.hpp"
+#include "tessera/quantize.hpp"
 #include "tessera/transformer.hpp"
 
 using namespace tessera;
@@ -339,4 +340,91 @@ TEST_CASE("projected GPU times follow the roofline of the named GPU", "[unit][gp
   a100.matmul(x.data(), w.data(), y.data(), 1, 4096, 4096, false);
   CHECK(a100.stats().projected_seconds == Approx(4.0 * (4096 + 4096.0 * 4096 + 4096) / 2.039e12));  // memory-bound
   CHECK_THROWS_WITH(gpu_peaks("tpu"), Catch::Contains("h100"));
+}
+
+TEST_CASE("projected GPU rows take their precision's peak, bytes and numerics", "[unit][gpt2][gpu]") {
+  const uint32_t m = 64, n = 96, k = 80;
+  std::vector<float> a(m * k), b(k * n), fp32(m * n), got(m * n), want(m * n);
+  // Positive values: no cancellation to magnify the rounding of the operands.
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 1.0f + std::sin(0.37f * float(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 1.0f + std::cos(0.11f * float(i));
+  CpuBackend cpu;
+  cpu.matmul(a.data(), b.data(), fp32.data(), m, n, k, false);
+  ProjectedGpuBackend bf16("cuda:0?precision=bf16", gpu_peaks("h200"), GpuPrecision::kBf16);
+  bf16.matmul(a.data(), b.data(), got.data(), m, n, k, false);
+  const Numerics nb = compare_logits(got, fp32, n);
+  INFO("bf16 relative L2 " << nb.rel_l2);
+  CHECK(nb.rel_l2 > 1e-5);  // rounded operands, not fp32
+  CHECK(nb.rel_l2 < 4e-3);  // each operand within 2^-9 of its value
+  CHECK(bf16.stats().read_bytes == 2 * (m * k + k * n));
+  ProjectedGpuBackend int8("cuda:0?precision=int8", gpu_peaks("h200"), GpuPrecision::kInt8);
+  int8.matmul(a.data(), b.data(), got.data(), m, n, k, false);
+  int8_matmul_reference(a.data(), b.data(), want.data(), m, n, k, false);
+  CHECK(got == want);
+  CHECK(int8.stats().read_bytes == m * k + k * n);
+  // Small GEMMs are memory-bound: bytes over the bandwidth.
+  CHECK(int8.stats().projected_seconds == Approx((m * k + k * n + 4.0 * m * n) / 4.8e12));
+  CHECK(parse_gpu_precision("bf16") == GpuPrecision::kBf16);
+  CHECK_THROWS_WITH(parse_gpu_precision("fp8"), Catch::Contains("fp32, bf16 or int8"));
+}
+
+TEST_CASE("the accelerator's int8 products equal the shared int8 reference bit for bit", "[unit][gpt2][accel]") {
+  driver::Device dev(driver::DeviceSpec::parse("model:0?preset=small"));
+  AccelBackend accel(dev);
+  for (bool t : {false, true}) {
+    const uint32_t m = 37, n = 53, k = 71;
+    std::vector<float> a(m * k), b(k * n), got(m * n), want(m * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 3.0f * std::sin(1.3f * float(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.7f * float(i)) * (i % 5 ? 1.0f : 0.0f);
+    accel.matmul(a.data(), b.data(), got.data(), m, n, k, t);
+    int8_matmul_reference(a.data(), b.data(), want.data(), m, n, k, t);
+    INFO("B transposed: " << t);
+    CHECK(got == want);
+  }
+  // Zero rows stay zero, and the largest magnitude of each row maps to 127 exactly.
+  CHECK(int8_scale(0.0f) == 1.0f);
+  CHECK(to_int8(2.54f, 1.0f / int8_scale(2.54f)) == 127);
+  CHECK(to_int8(-0.5f, 1.0f) == -1);  // half away from zero
+}
+
+namespace {
+
+// The CPU, claiming to run the other ops itself (with the host's code): a stand-in for a GPU.
+class AllOnDevice final : public MatmulBackend {
+ public:
+  std::string name() const override { return "all-on-device"; }
+  MatmulStats stats() const override { return cpu_.stats(); }
+  bool runs_other_ops() const override { return true; }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
+    cpu_.matmul(a, b, c, m, n, k, t);
+  }
+
+ private:
+  CpuBackend cpu_;
+};
+
+}  // namespace
+
+TEST_CASE("a backend that runs the other ops gets them; the host's share is logged for the others",
+          "[unit][gpt2][pipeline]") {
+  const Gpt2Model m = Gpt2Model::tiny(4);
+  std::vector<int32_t> tokens(2 * 8, 3);
+  AllOnDevice gpu;
+  CpuBackend cpu;
+  Pipeline on_device(m, {StageShards{0, 1, {{&gpu, 0, 4, 0, 512, 0, 512}}}});
+  Pipeline on_host(m, {StageShards{0, 1, {{&cpu, 0, 4, 0, 512, 0, 512}}}});
+  const auto a = on_device.forward(tokens, 2, 8), b = on_host.forward(tokens, 2, 8);
+  CHECK(compare_logits(a, b, m.cfg.vocab).rel_l2 < 1e-6);
+  auto count = [](const Pipeline& p, const std::string& device, const std::string& op) {
+    return std::count_if(p.log().begin(), p.log().end(), [&](const OpRecord& r) { return r.device == device && r.op == op; });
+  };
+  CHECK(count(on_device, "all-on-device", "layernorm") == 5);  // two per layer and the final one
+  CHECK(count(on_device, "host", "layernorm") == 0);
+  CHECK(count(on_device, "host", "softmax") == 0);
+  CHECK(count(on_device, "host", "gelu") == 0);
+  CHECK(count(on_host, "host", "layernorm") == 5);
+  CHECK(count(on_host, "host", "softmax") == 2);
+  CHECK(count(on_host, "host", "gelu") == 2);
+  for (const OpRecord& r : on_host.log())
+    if (r.op == "softmax" || r.op == "gelu") CHECK(r.lane == "cpu");
 }

@@ -17,6 +17,12 @@ TEST_CASE("plans parse and print back", "[unit][plan]") {
   CHECK(w.stages[0].devices[0].spec == "rtl:0?preset=small");
   CHECK(w.stages[0].devices[1].weight == 3);
   CHECK(Plan::single("model", 1).str() == "0@model:0");
+  const Plan g = Plan::parse("0@cuda:1?gpu=a100&precision=int8;1@cuda?precision=bf16");
+  CHECK(g.stages[0].devices[0].gpu_index == 1);
+  CHECK(g.stages[0].devices[0].gpu == "a100");
+  CHECK(g.stages[0].devices[0].precision == GpuPrecision::kInt8);
+  CHECK(g.stages[1].devices[0].precision == GpuPrecision::kBf16);
+  CHECK(Plan::parse("0@cuda:0").stages[0].devices[0].precision == GpuPrecision::kFp32);
 }
 
 TEST_CASE("bad plans name the problem", "[unit][plan]") {
@@ -30,6 +36,9 @@ TEST_CASE("bad plans name the problem", "[unit][plan]") {
            {"0-3@cpu*-1", "not a positive number"},
            {"0-3@cpu:1", "no index"},
            {"0-3@cuda:x", "cuda[:i]"},
+           {"0-3@cuda:0?precision=fp16", "fp32, bf16 or int8"},
+           {"0-3@cuda:0?gpu=v100", "unknown GPU"},
+           {"0-3@cuda:0?clock=5", "not 'clock=5'"},
            {"0-1@rtl:0;2-3@rtl", "appears twice"},
            {"0-3@cpu+", "empty device"}}) {
     INFO(text);

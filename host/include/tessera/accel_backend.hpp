@@ -1,6 +1,5 @@
-// Matrix products on a Tessera device (any driver backend) in int8: the left operand quantized
-// per row (per token), the right one per column (per output channel), symmetric, to [-127, 127];
-// the engine multiplies into int32 and the host dequantizes: c = acc * scale_row * scale_col.
+// Matrix products on a Tessera device (any driver backend) in int8, quantized as in quantize.hpp
+// (per token, per output channel): the engine multiplies into int32 and the host dequantizes.
 // Weights are quantized and uploaded once and stay resident on the device.
 #pragma once
 

@@ -1,17 +1,23 @@
-// Matrix products on an NVIDIA GPU with cuBLAS (fp32 SGEMM), built when the CUDA toolkit is found.
-// Weights are uploaded once and stay resident; activations go up and results come back per call,
-// and each op's wall time (transfers included) is what the report shows as measured.
+// A layer's work on an NVIDIA GPU, built when the CUDA toolkit is found: GEMMs with cuBLAS in fp32
+// (SGEMM) or bf16 (fp32 accumulation), or with cuBLASLt in int8 (int32 accumulation, quantized
+// exactly as the accelerator's operands are: quantize.hpp), and the attention core, bias + GELU and
+// LayerNorm in the backend's own kernels. Weights are converted and uploaded once and stay resident;
+// activations go up and results come back per call, and each op's wall time (transfers included)
+// is what the report shows as measured.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "tessera/gpu_projection.hpp"
 #include "tessera/transformer.hpp"
 
 namespace tessera {
 
-// The backend for GPU `index`, or nullptr with `why_not` set when this build has no CUDA support
-// or the GPU cannot be used (no driver, no such device): callers fall back to projection.
-std::unique_ptr<MatmulBackend> make_cuda_backend(int index, std::string& why_not);
+// The backend for GPU `index`, named `name` in reports, or nullptr with `why_not` set when this
+// build has no CUDA support or the GPU cannot be used (no driver, no such device): callers fall
+// back to projection.
+std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
+                                                 std::string& why_not);
 
 }  // namespace tessera

@@ -4,6 +4,7 @@
 //
 //   "0-5@rtl:0+rtl:1;6-11@cuda:0"     two stages; the first shards over two RTL devices
 //   "0-11@rtl:0*1+cuda:0*3"           one stage; the GPU takes three quarters of each layer
+//   "0-11@cuda:0?precision=int8"      the GPU's GEMMs in int8, quantized like the accelerator's
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tessera/gpt2.hpp"
+#include "tessera/gpu_projection.hpp"
 
 namespace tessera {
 
@@ -20,6 +22,7 @@ struct PlanDevice {
   double weight = 1;    // share of each layer, relative to the group
   uint32_t gpu_index = 0;      // cuda: the GPU
   std::string gpu = "h100";    // cuda: whose published peaks a projection uses (?gpu=NAME)
+  GpuPrecision precision = GpuPrecision::kFp32;  // cuda: its GEMMs' precision (?precision=P)
   // Filled in by Plan::resolve for a model:
   uint32_t heads = 0, head_begin = 0;  // attention heads [head_begin, head_begin + heads)
   uint32_t mlp = 0, mlp_begin = 0;     // columns of c_fc [mlp_begin, mlp_begin + mlp)

@@ -1,5 +1,6 @@
 // The GPT-2 forward pass, with its matrix products on an interchangeable backend and everything
-// else (embeddings, LayerNorm, softmax, GELU, residuals) on the host CPU in fp32.
+// else (embeddings, LayerNorm, softmax, GELU, residuals) on the host CPU in fp32, except where a
+// backend runs those itself (runs_other_ops).
 #pragma once
 
 #include <chrono>
@@ -53,6 +54,17 @@ class MatmulBackend {
                       bool b_transposed) = 0;
   // y[m, out] = x[m, in] W + b.
   virtual void linear(const float* x, uint32_t m, const Linear& w, float* y);
+
+  // Whether the backend runs the rest of a layer's work on its device too: the attention core, the
+  // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
+  // does not, the host runs them and the report shows them as host ops.
+  virtual bool runs_other_ops() const { return false; }
+  // out[batch * seq, heads * head_dim]: per sequence and head, causal softmax(q k^T / sqrt(head_dim)) v,
+  // from qkv[batch * seq, 3 * heads * head_dim] (the q, k and v blocks side by side).
+  virtual void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim);
+  // y = gelu_tanh(x W + b).
+  virtual void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y);
+  virtual void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);
 };
 
 // fp32 on the host with OpenBLAS.
@@ -91,6 +103,7 @@ struct OpRecord {
   int stage = 0, layer = -1;  // layer -1: embeddings or the output projection
   uint32_t microbatch = 0;
   std::string device;         // a backend's name, or "host"
+  std::string lane;           // a host op done for one shard (softmax, GELU): that shard's device
   std::string op;             // qkv, attention, attn_proj, mlp_up, mlp_down, logits; host: layernorm, ...
   double start = 0;           // wall time since the pipeline was built
   double seconds = 0;         // wall time

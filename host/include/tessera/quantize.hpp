@@ -1,0 +1,32 @@
+// Symmetric int8 quantization shared by every int8 path of the runtime (the accelerator, the cuda
+// backend's int8 GEMMs and their projection), so that they agree bit for bit on the operands:
+// the left operand per row (per token), the right one per column (per output channel), each scaled
+// so that its largest magnitude maps to 127; products accumulate exactly in int32 and come back as
+// float(acc) * row_scale * col_scale.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace tessera {
+
+// The scale of a vector whose largest magnitude is max_abs (1 for an all-zero one, which stays zero).
+inline float int8_scale(float max_abs) { return max_abs > 0 ? max_abs / 127.0f : 1.0f; }
+
+// v / scale rounded half away from zero and clamped to [-127, 127]; inv_scale = 1.0f / scale.
+inline int8_t to_int8(float v, float inv_scale) {
+  return static_cast<int8_t>(std::clamp(std::lround(v * inv_scale), -127L, 127L));
+}
+
+// c[m, n] = a[m, k] * b ([k, n], or [n, k] when b_transposed) as an int8 path computes it, with the
+// integer products summed exactly: the reference the int8 backends are checked against.
+void int8_matmul_reference(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+                           bool b_transposed);
+
+// a and b rounded to bfloat16 (nearest even) and multiplied in fp32: what a bf16 GEMM with fp32
+// accumulation gives, up to summation order.
+void bf16_matmul_reference(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+                           bool b_transposed);
+
+}  // namespace tessera
