@@ -69,7 +69,7 @@ Outcome fail(std::string detail) { return {Verdict::kFail, std::move(detail)}; }
 struct Context {
   DeviceSpec spec;
   HealthOptions opts;
-  std::unique_ptr<Device> dev;
+  std::shared_ptr<Device> dev;
   Clock::time_point deadline;
 
   Device& device() { return *dev; }
@@ -190,7 +190,7 @@ std::string gemm_error(Context& ctx, const GemmProblem& p, GemmOutcome* out = nu
 // ---- quick -----------------------------------------------------------------------------------
 
 Outcome check_open(Context& ctx) {
-  ctx.dev = std::make_unique<Device>(ctx.spec);
+  if (!ctx.dev) ctx.dev = std::make_shared<Device>(ctx.spec);
   const auto& p = ctx.props();
   return pass(fmt::format("{}x{} array, {} MiB of device memory", p.rows, p.cols, p.mem_bytes >> 20));
 }
@@ -622,12 +622,13 @@ std::string describe_exception(std::exception_ptr e) {
 
 }  // namespace
 
-HealthReport run_health_checks(const DeviceSpec& spec, const HealthOptions& opts) {
+HealthReport run_health_checks(const DeviceSpec& spec, const HealthOptions& opts, std::shared_ptr<Device> opened) {
   HealthReport report;
   report.device = spec.str();
   report.level = opts.level;
   auto ctx = std::make_shared<Context>();
   ctx->spec = spec;
+  ctx->dev = std::move(opened);
   ctx->opts = opts;
   ctx->opts.on_result = nullptr;
   std::string lost;  // why the device cannot be used any more

@@ -29,7 +29,7 @@ namespace {
 
 // The plan's devices, opened: accelerators only after they pass their quick health check.
 struct Devices {
-  std::vector<std::unique_ptr<driver::Device>> engines;
+  std::vector<std::shared_ptr<driver::Device>> engines;
   std::vector<std::unique_ptr<MatmulBackend>> backends;
   std::map<std::string, MatmulBackend*> by_spec;
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
@@ -56,15 +56,22 @@ struct Devices {
             backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
           }
         } else {
+          // Checked in place: the device that passed is the one the run uses.
           const auto spec = driver::DeviceSpec::parse(d.spec);
-          const auto health = driver::run_health_checks(spec, {});
+          std::shared_ptr<driver::Device> dev;
+          try {
+            dev = std::make_shared<driver::Device>(spec);
+          } catch (const driver::DeviceError&) {
+            // The checks' open step tries again and reports why it cannot.
+          }
+          const auto health = driver::run_health_checks(spec, {}, dev);
           if (health.result != driver::Verdict::kPass) {
             std::string why;
             for (const auto& t : health.tests)
               if (t.result != driver::Verdict::kPass) why += fmt::format("; {} {}: {}", t.name, driver::to_string(t.result), t.detail);
             throw driver::DeviceError(fmt::format("{} failed its quick health check and is not used{}", d.spec, why));
           }
-          engines.push_back(std::make_unique<driver::Device>(spec));
+          engines.push_back(dev ? std::move(dev) : std::make_shared<driver::Device>(spec));
           const auto& p = engines.back()->properties();
           macs_per_cycle[d.spec] = uint64_t{p.rows} * p.cols;
           auto accel = std::make_unique<AccelBackend>(*engines.back());

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,9 +53,12 @@ struct HealthReport {
   std::vector<CheckResult> tests;
 };
 
-// Opens the device (as the first check) and runs the checks of `opts.level`. Never throws for a
-// device problem: that is a failed check. A malformed spec is a UsageError.
-HealthReport run_health_checks(const DeviceSpec& spec, const HealthOptions& opts);
+// Opens the device (as the first check) and runs the checks of `opts.level`; `opened`, when given,
+// is that device already open, checked in place so that its user can go on with it (an rtl
+// device is one simulator either way). Never throws for a device problem: that is a failed check.
+// A malformed spec is a UsageError.
+HealthReport run_health_checks(const DeviceSpec& spec, const HealthOptions& opts,
+                               std::shared_ptr<Device> opened = nullptr);
 
 // The verdict of a set of results (shared with callers that merge reports).
 Verdict overall(const std::vector<CheckResult>& tests, bool strict);
