@@ -180,14 +180,21 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : mo
   const uint32_t E = cfg.width, D = cfg.head_dim();
   if (stages_.empty()) throw std::invalid_argument("a pipeline needs a stage");
   for (const auto& st : stages_) {
+    // A device with all of each layer uses the model's tensors as they are (the projections' biases
+    // included, so the reduce adds none).
+    const bool whole = st.shards.size() == 1 && st.shards[0].heads == cfg.heads && st.shards[0].mlp == 4 * E;
+    whole_.push_back(whole);
+    auto keep = [&](Linear l) { return &sliced_.emplace_back(std::move(l)); };
     std::vector<std::vector<Slices>> layers;
     for (uint32_t l = st.first; l <= st.last; ++l) {
       const Gpt2Block& b = model.blocks.at(l);
       std::vector<Slices> per_shard;
       for (const Shard& sh : st.shards) {
         const uint32_t h0 = sh.head_begin * D, hn = sh.heads * D;
-        per_shard.push_back({columns(b.c_attn, {{h0, hn}, {E + h0, hn}, {2 * E + h0, hn}}), rows(b.attn_proj, h0, hn),
-                             columns(b.c_fc, {{sh.mlp_begin, sh.mlp}}), rows(b.mlp_proj, sh.mlp_begin, sh.mlp)});
+        per_shard.push_back(whole ? Slices{&b.c_attn, &b.attn_proj, &b.c_fc, &b.mlp_proj}
+                                  : Slices{keep(columns(b.c_attn, {{h0, hn}, {E + h0, hn}, {2 * E + h0, hn}})),
+                                           keep(rows(b.attn_proj, h0, hn)), keep(columns(b.c_fc, {{sh.mlp_begin, sh.mlp}})),
+                                           keep(rows(b.mlp_proj, sh.mlp_begin, sh.mlp))});
       }
       layers.push_back(std::move(per_shard));
     }
@@ -302,8 +309,9 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     const auto start = Clock::now();
     for (size_t i = 0; i < n; ++i)
       for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
-    for (uint32_t r = 0; r < rows; ++r)
-      for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
+    if (!whole_[s])
+      for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
     host(layer, "reduce_residual", start);
   };
   for (uint32_t l = st.first; l <= st.last; ++l) {
@@ -315,7 +323,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     each_shard(n, [&](size_t i) {
       const uint32_t H = st.shards[i].heads;
       std::vector<float> qkv(uint64_t{rows} * 3 * H * D), att(uint64_t{rows} * H * D);
-      device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].qkv, qkv.data()); });
+      device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].qkv, qkv.data()); });
       if (st.shards[i].backend->runs_other_ops()) {
         device_op(i, layer, "attention",
                   [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), batch, T, H, D); });
@@ -330,22 +338,22 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
         shard_log[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
       }
       part[i].assign(x.size(), 0.0f);
-      device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, sl[i].attn_proj, part[i].data()); });
+      device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, *sl[i].attn_proj, part[i].data()); });
     });
     reduce(layer, blk.attn_proj);
     norm(layer, blk.ln_2);
     each_shard(n, [&](size_t i) {
-      std::vector<float> up(uint64_t{rows} * sl[i].mlp_up.out);
+      std::vector<float> up(uint64_t{rows} * sl[i].mlp_up->out);
       if (st.shards[i].backend->runs_other_ops()) {
-        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, sl[i].mlp_up, up.data()); });
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, *sl[i].mlp_up, up.data()); });
       } else {
-        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, sl[i].mlp_up, up.data()); });
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].mlp_up, up.data()); });
         const auto start = Clock::now();
         gelu_tanh(up.data(), up.size());
         shard_log[i].push_back(host_record(layer, "gelu", start, since(start), st.shards[i].backend->name()));
       }
       part[i].assign(x.size(), 0.0f);
-      device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, sl[i].mlp_down, part[i].data()); });
+      device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, *sl[i].mlp_down, part[i].data()); });
     });
     reduce(layer, blk.mlp_proj);
   }

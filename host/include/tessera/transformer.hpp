@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -129,8 +130,8 @@ class Pipeline {
   std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
 
  private:
-  struct Slices {  // one shard's weights for one layer
-    Linear qkv, attn_proj, mlp_up, mlp_down;
+  struct Slices {  // one shard's weights for one layer: the model's own tensors when it has them all
+    const Linear *qkv, *attn_proj, *mlp_up, *mlp_down;
   };
   struct Microbatch {
     uint32_t index = 0, batch = 0, seq = 0;
@@ -144,6 +145,8 @@ class Pipeline {
   std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   std::vector<StageShards> stages_;
   std::vector<std::vector<std::vector<Slices>>> slices_;  // [stage][layer in stage][shard]
+  std::deque<Linear> sliced_;                              // the slices that are copies
+  std::vector<bool> whole_;                                // [stage]: one device holds all of each layer
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
 };
