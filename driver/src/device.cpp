@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tessera/driver.hpp"
+#include "tessera/trace.hpp"
 
 namespace tessera::driver {
 
@@ -186,11 +187,13 @@ void Device::check_access(const Buffer& buf, const char* what, uint64_t offset, 
 void Device::write(const Buffer& buf, uint64_t offset, std::span<const uint8_t> bytes) {
   check_access(buf, "write to", offset, bytes.size());
   backend_->mem_write(buf.addr() + offset, bytes);
+  if (recorder_) recorder_->load(buf.addr() + offset, bytes);
 }
 
 void Device::read(const Buffer& buf, uint64_t offset, std::span<uint8_t> bytes) {
   check_access(buf, "read from", offset, bytes.size());
   backend_->mem_read(buf.addr() + offset, bytes);
+  if (recorder_) recorder_->check(buf.addr() + offset, bytes);
 }
 
 void Device::check_bounds(const Descriptor& d, size_t index) const {
@@ -226,7 +229,7 @@ uint32_t Device::submit(std::span<const Descriptor> descs, BoundsCheck check) {
     // One slot stays empty so a full ring is distinguishable from an empty one.
     while (((tail_ + 1) & (kRingEntries - 1)) == backend_->csr_read(csr::RING_HEAD)) {
       backend_->csr_write(csr::RING_TAIL, tail_);
-      wait(submitted_ - (kRingEntries - 2));
+      wait_for(submitted_ - (kRingEntries - 2), {});
     }
     Descriptor d = descs[i];
     if (i + 1 == descs.size()) d.flags |= spec::desc::FLAG_IRQ;
@@ -236,7 +239,19 @@ uint32_t Device::submit(std::span<const Descriptor> descs, BoundsCheck check) {
     ++submitted_;
   }
   backend_->csr_write(csr::RING_TAIL, tail_);
+  if (recorder_) recorder_->submit(descs);
   return submitted_;
+}
+
+void Device::capture(std::shared_ptr<TraceRecorder> recorder) {
+  recorder_ = std::move(recorder);
+  capture_fence_ = submitted_;
+  capture_busy_ = counters().busy_cycles;
+}
+
+void Device::wait(uint32_t fence, const WaitOptions& opts) {
+  wait_for(fence, opts);
+  if (recorder_) recorder_->wait(fence - capture_fence_, counters().busy_cycles - capture_busy_);
 }
 
 std::string Device::state() {
@@ -267,7 +282,7 @@ void Device::check_engine_error() {
                     code, addr, slot);
 }
 
-void Device::wait(uint32_t fence, const WaitOptions& opts) {
+void Device::wait_for(uint32_t fence, const WaitOptions& opts) {
   constexpr uint64_t kChunk = 100'000;
   const auto start = std::chrono::steady_clock::now();
   auto done = [&](uint32_t completed) { return static_cast<int32_t>(completed - fence) >= 0; };

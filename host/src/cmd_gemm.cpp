@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "tessera/gemm_job.hpp"
 #include "tessera/npy.hpp"
+#include "tessera/trace.hpp"
 
 namespace po = boost::program_options;
 
@@ -39,7 +40,7 @@ void dump(const std::string& dir, const GemmProblem& p, const GemmOutcome& out) 
 }  // namespace
 
 int gemm(const std::vector<std::string>& args) {
-  std::string device, out_mode = "int32", dump_dir;
+  std::string device, out_mode = "int32", dump_dir, capture_dir;
   GemmRequest req;
   po::options_description opts("tessera gemm: run one int8 GEMM and check it against the golden model");
   opts.add_options()
@@ -54,6 +55,7 @@ int gemm(const std::vector<std::string>& args) {
       ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
       ("seed", po::value(&req.seed)->default_value(1), "seed of the random operands")
       ("dump", po::value(&dump_dir), "write a.npy, b.npy, c.npy (and bias, mult, shift) here")
+      ("capture", po::value(&capture_dir), "record the driver's loads, descriptors and outputs here (tessera replay)")
       ("json", "print one JSON object");
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
@@ -67,8 +69,11 @@ int gemm(const std::vector<std::string>& args) {
       throw driver::UsageError(fmt::format("--{} must be in [1, {}], not {}", name, spec::kDimMax, v));
 
   driver::Device dev(driver::DeviceSpec::parse(device));
+  std::shared_ptr<driver::TraceRecorder> recorder;
+  if (!capture_dir.empty()) dev.capture(recorder = std::make_shared<driver::TraceRecorder>(capture_dir));
   const GemmProblem problem = GemmProblem::random(req);
   const GemmOutcome out = run_gemm(dev, problem);
+  if (recorder) recorder->finish(dev);
   if (!dump_dir.empty()) dump(dump_dir, problem, out);
 
   const auto& pr = dev.properties();

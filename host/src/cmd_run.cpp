@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include "tessera/accel_backend.hpp"
 #include "tessera/cuda_backend.hpp"
 #include "tessera/gpu_projection.hpp"
+#include "tessera/trace.hpp"
 #include "tessera/health.hpp"
 #include "tessera/npy.hpp"
 #include "tessera/transformer.hpp"
@@ -30,6 +33,7 @@ namespace {
 // The plan's devices, opened: accelerators only after they pass their quick health check.
 struct Devices {
   std::vector<std::shared_ptr<driver::Device>> engines;
+  std::vector<std::pair<std::shared_ptr<driver::Device>, std::shared_ptr<driver::TraceRecorder>>> recorders;
   std::vector<std::unique_ptr<MatmulBackend>> backends;
   std::map<std::string, MatmulBackend*> by_spec;
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
@@ -72,6 +76,13 @@ struct Devices {
             throw driver::DeviceError(fmt::format("{} failed its quick health check and is not used{}", d.spec, why));
           }
           engines.push_back(dev ? std::move(dev) : std::make_shared<driver::Device>(spec));
+          if (!ra.capture_dir.empty()) {
+            // One trace per accelerator, named after its spec: DIR/rtl_0_preset_small.
+            std::string name = d.spec;
+            std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+            recorders.emplace_back(engines.back(), std::make_shared<driver::TraceRecorder>(ra.capture_dir + "/" + name));
+            engines.back()->capture(recorders.back().second);
+          }
           const auto& p = engines.back()->properties();
           macs_per_cycle[d.spec] = uint64_t{p.rows} * p.cols;
           auto accel = std::make_unique<AccelBackend>(*engines.back());
@@ -167,6 +178,7 @@ int run(const std::vector<std::string>& args) {
     };
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
+  for (const auto& [dev, recorder] : devs.recorders) recorder->finish(*dev);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (pipeline.on_layer) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
   CpuBackend reference;

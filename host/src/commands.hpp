@@ -18,5 +18,6 @@ int gemm(const std::vector<std::string>& args);
 int validate(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
 int run(const std::vector<std::string>& args);
+int replay(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -37,6 +37,7 @@ commands:
   validate   health checks of a device: quick, standard or stress
   run        run a GPT-2 model over a plan of devices and compare it with fp32 on the CPU
   plan       print how a model's layers split over devices, without running it
+  replay     play a trace captured by gemm or run --capture on a device and check every output
 
 run 'tessera <command> --help' for a command's options)";
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return tessera::cli::validate(args);
     if (cmd == "plan") return tessera::cli::plan(args);
     if (cmd == "run") return tessera::cli::run(args);
+    if (cmd == "replay") return tessera::cli::replay(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

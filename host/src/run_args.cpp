@@ -28,6 +28,8 @@ void RunArgs::add_options(po::options_description& opts) {
       ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
       ("dump", po::value(&dump_dir), "write logits.npy (float32, [tokens, vocab]) here")
       ("trace", po::value(&trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
+      ("capture", po::value(&capture_dir),
+       "record each accelerator's loads, descriptors and outputs in a trace under this directory (tessera replay)")
       ("csv", po::bool_switch(&csv), "print the per-op table as CSV")
       ("json", po::bool_switch(&json), "print one JSON object");
 }

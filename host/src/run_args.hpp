@@ -12,7 +12,7 @@
 namespace tessera::cli {
 
 struct RunArgs {
-  std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path;
+  std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path, capture_dir;
   uint32_t batch = 1, seq = 0, microbatches = 1;
   double clock_mhz = 250;
   std::string project_array;       // ASIC what-if: RxC

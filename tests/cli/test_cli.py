@@ -288,6 +288,35 @@ with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, str(PLOT), f"{d}/bad.csv", "-o", f"{d}/bad.png"], capture_output=True, text=True)
     check("scripts/plot: a CSV that is not a run's is refused with the reason", p.returncode != 0 and "not a tessera run" in p.stderr)
 
+with tempfile.TemporaryDirectory() as d:
+    r = run("gemm", "--device", "model", "--m", "9", "--n", "21", "--k", "30", "--capture", f"{d}/g")
+    p = run("replay", f"{d}/g", "--device", "model?preset=small", "--json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    check("gemm --capture, then replay on another preset: every output byte checked, cycles recorded and replayed",
+          r.returncode == 0 and j.get("result") == "pass" and j.get("bytes_checked", 0) > 9 * 21
+          and j["cycles"]["recorded"] > 0 and j["cycles"]["replayed"] > j["cycles"]["recorded"], p.stderr)
+    p = run("replay", f"{d}/g", "--device", "model?fault=stuck:1,1,30", "--json")
+    j = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+    check("replay on a faulty device: exit 1, the first wrong byte named with its output element and descriptor",
+          p.returncode == 1 and j.get("result") == "fail" and "C[1][17] of descriptor 0" in j.get("first_mismatch", ""),
+          p.stdout + p.stderr)
+    r = run("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--capture", f"{d}/g")
+    check("gemm --capture into a directory that is not empty is bad usage", r.returncode == 2 and "not empty" in r.stderr,
+          r.stderr)
+    data = pathlib.Path(f"{d}/g/data.bin")
+    raw = bytearray(data.read_bytes())
+    raw[5] ^= 0xFF
+    data.write_bytes(raw)
+    p = run("replay", f"{d}/g")
+    check("replay of a corrupted trace: exit 2 naming the CRC", p.returncode == 2 and "CRC-32" in p.stderr, p.stderr)
+    p = run("replay", f"{d}/none")
+    check("replay of a directory without a trace: exit 2", p.returncode == 2 and "no trace.json" in p.stderr, p.stderr)
+    r = run("run", "--plan", "0@model;1@model:1", "--capture", f"{d}/run")
+    traces = sorted(x.name for x in pathlib.Path(f"{d}/run").glob("*")) if r.returncode == 0 else []
+    p = run("replay", f"{d}/run/model_1", "--device", "model") if traces else r
+    check("run --capture: a trace per accelerator that replays", traces == ["model_0", "model_1"] and p.returncode == 0,
+          r.stderr + p.stderr)
+
 if WITH_RTL:
     r = run("run", "--plan", "0@rtl:0+rtl:1?preset=small;1@rtl:2", "--batch", "2", "--seq", "16", "--microbatches", "2",
             "--json")

@@ -20,6 +20,8 @@
 
 namespace tessera::driver {
 
+class TraceRecorder;
+
 // Bad input from the caller: an unknown device, a malformed option, a bad buffer use (exit 2).
 class UsageError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
@@ -171,6 +173,12 @@ class Device {
   // DeviceError with the engine's state when the watchdog or the timeout fires.
   void wait(uint32_t fence, const WaitOptions& opts = {});
 
+  // From now on, records every copy, submission and completed wait into `recorder` (trace.hpp);
+  // nullptr stops. Fences and cycles in the trace count from this call.
+  void capture(std::shared_ptr<TraceRecorder> recorder);
+  // Descriptors submitted since the device was opened (the fence of the last one).
+  uint32_t submitted() const { return submitted_; }
+
   Counters counters();
   // Drains and resets the engine, then sets the ring up again: the way back from an error.
   void soft_reset();
@@ -178,6 +186,7 @@ class Device {
 
  private:
   void check_engine_error();
+  void wait_for(uint32_t fence, const WaitOptions& opts);
   void check_access(const Buffer& buf, const char* what, uint64_t offset, uint64_t len) const;
   void check_bounds(const Descriptor& d, size_t index) const;
 
@@ -188,6 +197,9 @@ class Device {
   uint64_t ring_addr_ = 0;
   uint32_t tail_ = 0, submitted_ = 0;
   std::shared_ptr<detail::Heap> heap_;
+  std::shared_ptr<TraceRecorder> recorder_;
+  uint32_t capture_fence_ = 0;  // submitted_ when capture began
+  uint64_t capture_busy_ = 0;   // the busy counter then
 };
 
 std::unique_ptr<Backend> make_model_backend(const DeviceSpec& spec);
