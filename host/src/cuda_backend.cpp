@@ -141,6 +141,10 @@ class CudaBackend final : public MatmulBackend {
 
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, false); }
   void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, true); }
+  void release(const Linear& w) override {
+    check(cudaSetDevice(index_), "cudaSetDevice");
+    weights_.erase(&w);
+  }
 
   void attention(const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H, uint32_t D) override {
     check(cudaSetDevice(index_), "cudaSetDevice");

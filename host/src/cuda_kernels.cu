@@ -112,30 +112,35 @@ __global__ void layer_norm_kernel(const float* x, float* y, uint32_t cols, const
 
 void pack_int8(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner, uint32_t padded_outer,
                int8_t* dst, uint32_t ld, float* scale, cudaStream_t stream) {
+  if (padded_outer == 0) return;  // a grid of no blocks is a launch error
   pack_int8_kernel<<<padded_outer, kThreads, 0, stream>>>(src, so, si, outer, inner, dst, ld, scale);
 }
 
 void pack_bf16(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner, uint32_t padded_outer,
                uint16_t* dst, uint32_t ld, cudaStream_t stream) {
+  if (padded_outer == 0) return;
   pack_bf16_kernel<<<padded_outer, kThreads, 0, stream>>>(src, so, si, outer, inner,
                                                           reinterpret_cast<__nv_bfloat16*>(dst), ld);
 }
 
 void dequantize(const int32_t* acc, uint32_t ld_acc, const float* row_scale, const float* col_scale, const float* bias,
                 bool gelu, float* c, uint64_t ldc, uint32_t m, uint32_t n, cudaStream_t stream) {
+  if (m == 0) return;
   dequantize_kernel<<<m, kThreads, 0, stream>>>(acc, ld_acc, row_scale, col_scale, bias, gelu, c, ldc, n);
 }
 
 void bias_gelu(float* c, uint64_t ldc, uint32_t m, uint32_t n, const float* bias, bool gelu, cudaStream_t stream) {
-  if (bias || gelu) bias_gelu_kernel<<<m, kThreads, 0, stream>>>(c, ldc, n, bias, gelu);
+  if (m > 0 && (bias || gelu)) bias_gelu_kernel<<<m, kThreads, 0, stream>>>(c, ldc, n, bias, gelu);
 }
 
 void softmax_causal(float* scores, uint32_t rows, uint32_t cols, float scale, cudaStream_t stream) {
+  if (rows == 0) return;
   softmax_causal_kernel<<<rows, kThreads, 0, stream>>>(scores, cols, scale);
 }
 
 void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma, const float* beta,
                 float eps, cudaStream_t stream) {
+  if (rows == 0) return;
   layer_norm_kernel<<<rows, kThreads, 0, stream>>>(x, y, cols, gamma, beta, eps);
 }
 

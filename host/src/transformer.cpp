@@ -208,6 +208,16 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : mo
   }
 }
 
+Pipeline::~Pipeline() {
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (size_t i = 0; i < stages_[s].shards.size(); ++i) {
+      MatmulBackend& b = *stages_[s].shards[i].backend;
+      for (const auto& layer : slices_[s])
+        for (const Linear* l : {layer[i].qkv, layer[i].attn_proj, layer[i].mlp_up, layer[i].mlp_down}) b.release(*l);
+      if (s + 1 == stages_.size()) b.release(vocab_[i]);
+    }
+}
+
 std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                                      uint32_t microbatches) {
   check_tokens(model_.cfg, tokens, batch, seq);

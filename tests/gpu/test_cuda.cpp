@@ -3,6 +3,7 @@
 // fp32 on the CPU and, for int8, against the accelerator. Exits 77 (ctest: skipped) with the reason
 // when there is no usable GPU; it never passes by doing nothing.
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
@@ -63,12 +64,17 @@ int main() {
     std::string why_not;
     auto gpu = make_cuda_backend(0, p, "cuda:0?precision=" + tag, why_not);
     if (!gpu) {
-      std::cout << "SKIP: " << why_not << "\n";
-      return 77;
+      // scripts/gpu-check sets TESSERA_REQUIRE_GPU: there, no GPU is a failure, not a skip.
+      const bool required = std::getenv("TESSERA_REQUIRE_GPU") != nullptr;
+      std::cout << (required ? "FAIL: a GPU is required here: " : "SKIP: ") << why_not << "\n";
+      return required ? 1 : 77;
     }
     // The host computes what this precision should give.
     ProjectedGpuBackend ref("reference", gpu_peaks("h200"), p);
-    const double tol = p == GpuPrecision::kFp32 ? 1e-5 : p == GpuPrecision::kBf16 ? 1e-3 : 1e-2;
+    // GEMMs differ from the reference only in summation order (int8: not at all); attention also
+    // carries the softmax's last-bit differences through the rounding of its probabilities.
+    const double tol = p == GpuPrecision::kInt8 ? 0 : 1e-5;
+    const double attention_tol = p == GpuPrecision::kFp32 ? 1e-5 : p == GpuPrecision::kBf16 ? 1e-3 : 1e-2;
 
     for (bool t : {false, true}) {
       const uint32_t m = 37, n = 53, k = 71;
@@ -97,7 +103,7 @@ int main() {
         expect(rel_l2(got, want) < tol, fmt::format("{}: linear: relative L2 {:.3g}", tag, rel_l2(got, want)));
       gelu_tanh(want.data(), want.size());
       gpu->linear_gelu(x.data(), m, w, got.data());
-      expect(rel_l2(got, want) < std::max(tol, 1e-5),
+      expect(rel_l2(got, want) < 1e-5,
              fmt::format("{}: linear with GELU: relative L2 {:.3g}", tag, rel_l2(got, want)));
     }
     {
@@ -106,7 +112,7 @@ int main() {
       std::vector<float> want(uint64_t{batch} * T * H * D), got(want.size());
       ref.attention(qkv.data(), want.data(), batch, T, H, D);  // products as this precision, the rest on the host
       gpu->attention(qkv.data(), got.data(), batch, T, H, D);
-      expect(rel_l2(got, want) < tol, fmt::format("{}: attention {} sequences x {} tokens x {} heads: relative L2 {:.3g}",
+      expect(rel_l2(got, want) < attention_tol, fmt::format("{}: attention {} sequences x {} tokens x {} heads: relative L2 {:.3g}",
                                                   tag, batch, T, H, rel_l2(got, want)));
     }
     {

@@ -428,3 +428,34 @@ TEST_CASE("a backend that runs the other ops gets them; the host's share is logg
   for (const OpRecord& r : on_host.log())
     if (r.op == "softmax" || r.op == "gelu") CHECK(r.lane == "cpu");
 }
+
+TEST_CASE("bf16 and int8 GPU numerics meet the accelerator's targets on the tiny model", "[unit][gpt2][gpu]") {
+  // The GPU test's model and tokens, with the GPU's numerics computed on the host.
+  const Gpt2Model m = Gpt2Model::tiny(3);
+  std::vector<int32_t> tokens(64);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 31 + 7) % m.cfg.vocab);
+  CpuBackend cpu;
+  const auto ref = forward(m, tokens, 2, 32, cpu);
+  for (GpuPrecision p : {GpuPrecision::kBf16, GpuPrecision::kInt8}) {
+    ProjectedGpuBackend gpu("cuda:0", gpu_peaks("h200"), p);
+    const Numerics n = compare_logits(forward(m, tokens, 2, 32, gpu), ref, m.cfg.vocab);
+    INFO(to_string(p) << ": cosine " << n.cosine << ", top-1 " << n.top1_agreement << ", rel L2 " << n.rel_l2);
+    CHECK(n.cosine >= 0.995);
+    CHECK(n.top1_agreement >= 0.95);
+    CHECK(n.rel_l2 > 1e-5);
+  }
+}
+
+TEST_CASE("a pipeline releases the weights it left on its backends", "[unit][gpt2][accel]") {
+  const Gpt2Model m = Gpt2Model::tiny(6);
+  std::vector<int32_t> tokens(8, 2);
+  driver::Device dev(driver::DeviceSpec::parse("model:0?mem_mb=4"));
+  AccelBackend accel(dev);
+  const uint64_t free_before = dev.free_bytes();
+  for (int run = 0; run < 3; ++run) {
+    Pipeline p(m, {StageShards{0, 1, {{&accel, 0, 2, 0, 256, 0, 256}}}});  // half a layer: sliced copies
+    p.forward(tokens, 1, 8);
+    CHECK(dev.free_bytes() < free_before);
+  }
+  CHECK(dev.free_bytes() == free_before);
+}

@@ -21,6 +21,7 @@ class AccelBackend final : public MatmulBackend {
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
               bool b_transposed) override;
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
+  void release(const Linear& w) override { weights_.erase(&w); }
   MatmulStats stats() const override { return stats_; }
   std::vector<Phase> take_phases() override { return std::exchange(phases_, {}); }
   // ASIC what-if: also estimate every GEMM with the timing model for this engine configuration

@@ -55,6 +55,9 @@ class MatmulBackend {
                       bool b_transposed) = 0;
   // y[m, out] = x[m, in] W + b.
   virtual void linear(const float* x, uint32_t m, const Linear& w, float* y);
+  // Forgets what the backend keeps for `w` (weights resident on a device, keyed by its address),
+  // before `w` goes away.
+  virtual void release(const Linear& w) { (void)w; }
 
   // Whether the backend runs the rest of a layer's work on its device too: the attention core, the
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
@@ -123,6 +126,9 @@ struct OpRecord {
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages);
+  ~Pipeline();  // releases the weights it gave the backends
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
   // Logits [batch * seq, vocab], row-major; the batch goes through in `microbatches` parts.
   std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
   const std::vector<OpRecord>& log() const { return log_; }
