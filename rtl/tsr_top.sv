@@ -275,4 +275,57 @@ module tsr_top #(
     .m_bvalid_i(m_axi_bvalid_i), .m_bready_o(m_axi_bready_o), .m_bresp_i(m_axi_bresp_i)
   );
 
+`ifndef SYNTHESIS
+  // Functional coverage points, counted by Verilator's --coverage-user in coverage builds
+  // (scripts/regress). rtl/testplan.toml maps them onto testpoints. An error code holds from the
+  // error to the next soft reset. The engine never
+  // back-pressures R or B (rready and bready are tied high), so on those channels the points are
+  // the memory's: a burst in flight with no beat (R) and writes waiting for their response (B).
+  import tsr_pkg::*;
+  logic [31:0] cov_head_q;
+  logic [15:0] cov_reads_q, cov_writes_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      cov_head_q   <= '0;
+      cov_reads_q  <= '0;
+      cov_writes_q <= '0;
+    end else begin
+      cov_head_q   <= ring_head;
+      cov_reads_q  <= cov_reads_q + 16'(m_axi_arvalid_o && m_axi_arready_i)
+                      - 16'(m_axi_rvalid_i && m_axi_rready_o && m_axi_rlast_i);
+      cov_writes_q <= cov_writes_q + 16'(m_axi_awvalid_o && m_axi_awready_i)
+                      - 16'(m_axi_bvalid_i && m_axi_bready_o);
+    end
+  end
+  cov_ring_wrap: cover property (@(posedge clk_i) ring_size > 1 && cov_head_q == ring_size - 1 &&
+                                 ring_head == 0);
+  cov_err_opcode: cover property (@(posedge clk_i) err_code == ERR_OPCODE);
+  cov_err_mode:   cover property (@(posedge clk_i) err_code == ERR_MODE);
+  cov_err_dim:    cover property (@(posedge clk_i) err_code == ERR_DIM);
+  cov_err_param:  cover property (@(posedge clk_i) err_code == ERR_PARAM);
+  cov_err_align:  cover property (@(posedge clk_i) err_code == ERR_ALIGN);
+  cov_err_stride: cover property (@(posedge clk_i) err_code == ERR_STRIDE);
+  cov_err_addr:   cover property (@(posedge clk_i) err_code == ERR_ADDR);
+  cov_err_ring:   cover property (@(posedge clk_i) err_code == ERR_RING);
+  cov_err_axi_rd: cover property (@(posedge clk_i) err_code == ERR_AXI_RD);
+  cov_err_axi_wr: cover property (@(posedge clk_i) err_code == ERR_AXI_WR);
+  cov_out_int32:      cover property (@(posedge clk_i) start && !int8);
+  cov_out_int8:       cover property (@(posedge clk_i) start && int8);
+  cov_out_accumulate: cover property (@(posedge clk_i) start && acc);
+  cov_out_bias:       cover property (@(posedge clk_i) start && bias_en);
+  cov_axi_ar_stall: cover property (@(posedge clk_i) m_axi_arvalid_o && !m_axi_arready_i);
+  cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
+  cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);
+  cov_axi_r_gap:    cover property (@(posedge clk_i) cov_reads_q != 0 && !m_axi_rvalid_i);
+  cov_axi_b_wait:   cover property (@(posedge clk_i) cov_writes_q != 0 && !m_axi_bvalid_i);
+  cov_a_slot0_swap: cover property (@(posedge clk_i) a_rel[0]);
+  cov_a_slot1_swap: cover property (@(posedge clk_i) a_rel[1]);
+  cov_b_slot0_swap: cover property (@(posedge clk_i) b_rel[0]);
+  cov_b_slot1_swap: cover property (@(posedge clk_i) b_rel[1]);
+  cov_c_slot0_swap: cover property (@(posedge clk_i) c_rel[0]);
+  cov_c_slot1_swap: cover property (@(posedge clk_i) c_rel[1]);
+  cov_a_both_full:  cover property (@(posedge clk_i) a_full == 2'b11);
+  cov_b_both_full:  cover property (@(posedge clk_i) b_full == 2'b11);
+`endif
+
 endmodule

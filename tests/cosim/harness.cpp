@@ -117,6 +117,8 @@ Fault Mirror::run(const std::vector<Descriptor>& descs) {
     return want;
   }
 
+  // The scoreboard first: it names the first wrong write (descriptor, element, tile).
+  if (auto sb = dev_.backend().scoreboard(); sb && !sb->ok) FAIL("scoreboard: " << sb->detail);
   // Every byte of every buffer, so a write outside C is caught as well as a wrong one.
   for (const auto& [addr, buf] : bufs_) {
     std::vector<uint8_t> dev(buf.size()), host(buf.size());

@@ -10,6 +10,13 @@
 #include <tlm_utils/simple_initiator_socket.h>
 #include <verilated.h>
 #include <verilated_fst_sc.h>
+#ifdef TESSERA_RTL_COVERAGE
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <verilated_cov.h>
+#endif
 
 #include "axi_memory.hpp"
 #include "csr_bridge.hpp"
@@ -131,6 +138,11 @@ class PlatformImpl final : public Platform {
 
   ~PlatformImpl() override {
     if (trace_) trace_->close();
+#ifdef TESSERA_RTL_COVERAGE
+    // One file per simulator process; scripts/regress merges them with verilator_coverage.
+    if (const char* dir = std::getenv("TESSERA_COVERAGE_DIR"))
+      Verilated::threadContextp()->coveragep()->write(fmt::format("{}/sim_{}.dat", dir, ::getpid()).c_str());
+#endif
   }
 
   const EngineConfig& engine() const override { return engine_; }
