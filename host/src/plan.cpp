@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <numeric>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -67,8 +68,17 @@ Plan Plan::parse(const std::string& text) {
     st.last = dash == std::string::npos ? st.first : layer_number(range.substr(dash + 1), text);
     if (st.last < st.first)
       throw std::invalid_argument(fmt::format("plan '{}': layer range '{}' runs backwards", text, range));
-    for (const std::string& dev_text : split(stage_text.substr(at + 1), '+')) {
+    for (std::string dev_text : split(stage_text.substr(at + 1), '+')) {
       PlanDevice d;
+      // rK: names the MPI rank (a device kind never starts with r and a digit).
+      if (static const std::regex rank_prefix(R"(^r(\d+):)"); std::regex_search(dev_text, rank_prefix)) {
+        const size_t colon = dev_text.find(':');
+        const auto rank = parse_uint(dev_text.substr(1, colon - 1), 0, 1 << 20);
+        if (!rank) throw std::invalid_argument(fmt::format("plan '{}': bad rank in '{}'", text, dev_text));
+        d.rank = static_cast<int>(*rank);
+        d.rank_given = true;
+        dev_text = dev_text.substr(colon + 1);
+      }
       d.spec = dev_text;
       if (const size_t star = dev_text.rfind('*'); star != std::string::npos) {
         d.spec = dev_text.substr(0, star);
@@ -112,8 +122,10 @@ Plan Plan::parse(const std::string& text) {
           throw std::invalid_argument(fmt::format("plan '{}': {}", text, e.what()));
         }
       }
-      if (!seen.insert(d.spec).second)
-        throw std::invalid_argument(fmt::format("plan '{}': device {} appears twice (one worker per device)", text, d.spec));
+      const std::string where = d.rank_given ? fmt::format("r{}:{}", d.rank, d.spec) : d.spec;
+      if (!seen.insert(where).second)
+        throw std::invalid_argument(fmt::format("plan '{}': device {} appears twice (one worker per device)", text, where));
+      d.label = where;
       st.devices.push_back(d);
     }
     plan.stages.push_back(std::move(st));
@@ -183,13 +195,42 @@ void Plan::resolve(const Gpt2Config& cfg) {
   }
 }
 
+void Plan::assign_ranks(int world) {
+  size_t given = 0, total = 0;
+  for (const Stage& st : stages)
+    for (const PlanDevice& d : st.devices) {
+      given += d.rank_given;
+      ++total;
+    }
+  if (given != 0 && given != total)
+    throw std::invalid_argument("plan: either every device names its rank (r0:rtl:0) or none does");
+  int next = 0;
+  for (Stage& st : stages)
+    for (PlanDevice& d : st.devices) {
+      if (!d.rank_given) d.rank = next++ % world;
+      if (d.rank >= world)
+        throw std::invalid_argument(fmt::format("plan: device {} is on rank {}, but the run has {} process{}", d.spec,
+                                                d.rank, world, world == 1 ? " (start it with mpirun)" : "es"));
+      d.label = world > 1 || d.rank_given ? fmt::format("r{}:{}", d.rank, d.spec) : d.spec;
+    }
+}
+
+std::vector<const PlanDevice*> Plan::devices_of(int rank) const {
+  std::vector<const PlanDevice*> out;
+  for (const Stage& st : stages)
+    for (const PlanDevice& d : st.devices)
+      if (d.rank == rank) out.push_back(&d);
+  return out;
+}
+
 std::string Plan::str() const {
   std::string out;
   for (const Stage& st : stages) {
     if (!out.empty()) out += ';';
     out += st.first == st.last ? fmt::format("{}@", st.first) : fmt::format("{}-{}@", st.first, st.last);
     for (size_t i = 0; i < st.devices.size(); ++i) {
-      out += (i ? "+" : "") + st.devices[i].spec;
+      out += (i ? "+" : "") + (st.devices[i].rank_given ? fmt::format("r{}:", st.devices[i].rank) : "") +
+             st.devices[i].spec;
       if (st.devices[i].weight != 1) out += fmt::format("*{}", st.devices[i].weight);
     }
   }

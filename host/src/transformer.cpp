@@ -175,10 +175,20 @@ void each_shard(size_t n, Fn&& fn) {
 
 }  // namespace
 
-Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : model_(model), stages_(std::move(stages)) {
+Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm)
+    : model_(model), stages_(std::move(stages)), comm_(comm) {
   const Gpt2Config& cfg = model.cfg;
   const uint32_t E = cfg.width, D = cfg.head_dim();
   if (stages_.empty()) throw std::invalid_argument("a pipeline needs a stage");
+  for (const auto& st : stages_) {
+    std::vector<int> ranks;
+    for (const Shard& sh : st.shards) ranks.push_back(comm_ ? sh.rank : 0);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    members_.push_back(ranks);
+    // Every rank makes every group, in stage order, as collectives require.
+    groups_.push_back(comm_ && ranks.size() > 1 ? comm_->group(ranks) : -1);
+  }
   for (const auto& st : stages_) {
     // A device with all of each layer uses the model's tensors as they are (the projections' biases
     // included, so the reduce adds none).
@@ -191,6 +201,10 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : mo
       std::vector<Slices> per_shard;
       for (const Shard& sh : st.shards) {
         const uint32_t h0 = sh.head_begin * D, hn = sh.heads * D;
+        if (!local(sh)) {
+          per_shard.push_back({});
+          continue;
+        }
         per_shard.push_back(whole ? Slices{&b.c_attn, &b.attn_proj, &b.c_fc, &b.mlp_proj}
                                   : Slices{keep(columns(b.c_attn, {{h0, hn}, {E + h0, hn}, {2 * E + h0, hn}})),
                                            keep(rows(b.attn_proj, h0, hn)), keep(columns(b.c_fc, {{sh.mlp_begin, sh.mlp}})),
@@ -201,6 +215,10 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : mo
     slices_.push_back(std::move(layers));
   }
   for (const Shard& sh : stages_.back().shards) {
+    if (!local(sh)) {
+      vocab_.emplace_back();
+      continue;
+    }
     Linear v{E, sh.vocab, std::vector<float>(uint64_t{E} * sh.vocab), std::vector<float>(sh.vocab, 0.0f)};
     for (uint32_t r = 0; r < sh.vocab; ++r)
       for (uint32_t e = 0; e < E; ++e) v.w[uint64_t{e} * sh.vocab + r] = model.wte[uint64_t{sh.vocab_begin + r} * E + e];
@@ -211,6 +229,7 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages) : mo
 Pipeline::~Pipeline() {
   for (size_t s = 0; s < stages_.size(); ++s)
     for (size_t i = 0; i < stages_[s].shards.size(); ++i) {
+      if (!local(stages_[s].shards[i])) continue;
       MatmulBackend& b = *stages_[s].shards[i].backend;
       for (const auto& layer : slices_[s])
         for (const Linear* l : {layer[i].qkv, layer[i].attn_proj, layer[i].mlp_up, layer[i].mlp_down}) b.release(*l);
@@ -239,15 +258,27 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
+  // Across processes, a stage's input comes from the stage before when this process runs part of
+  // it, and otherwise from that stage's lowest rank, which sends it to every such process.
+  const uint64_t width = model_.cfg.width;
+  auto tag = [](size_t stage, uint32_t mb) { return static_cast<int>((stage << 16) | mb); };
   auto worker = [&](size_t s) {
     try {
       for (uint32_t j = 0; j < microbatches; ++j) {
-        {
+        Microbatch& m = mbs[j];
+        if (s == 0 || member(s - 1)) {
           std::unique_lock lock(mu);
           cv.wait(lock, [&] { return handed[s] > j || error; });
           if (error) return;
+        } else {
+          m.x.resize(uint64_t{m.batch} * m.seq * width);
+          communicate(s, j, "recv", m.x.size() * 4, logs[s], [&] { comm_->recv(m.x, leader(s - 1), tag(s, j)); });
         }
-        run_stage(s, mbs[j], logs[s]);
+        run_stage(s, m, logs[s]);
+        if (s + 1 < P && comm_ && comm_->rank() == leader(s))
+          for (int r : members_[s + 1])
+            if (!std::binary_search(members_[s].begin(), members_[s].end(), r))
+              communicate(s, j, "send", m.x.size() * 4, logs[s], [&] { comm_->send(m.x, r, tag(s + 1, j)); });
         std::lock_guard lock(mu);
         handed[s + 1] = j + 1;
         cv.notify_all();
@@ -259,12 +290,34 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
     }
   };
   std::vector<std::thread> workers;
-  for (size_t s = 1; s < P; ++s) workers.emplace_back(worker, s);
-  worker(0);
+  for (size_t s = 0; s < P; ++s)
+    if (member(s)) workers.emplace_back(worker, s);
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);
   for (auto& l : logs) log_.insert(log_.end(), l.begin(), l.end());
+  if (comm_) {
+    // Each process holds the logits of its own vocabulary shards and zeros elsewhere: the sum is exact.
+    const auto start = Clock::now();
+    comm_->reduce_sum(logits);
+    log_.push_back({static_cast<int>(P - 1), -1, 0, "comm", {}, "gather_logits",
+                    std::chrono::duration<double>(start - epoch_).count(), since(start),
+                    {.write_bytes = comm_->rank() ? logits.size() * 4 : 0}, {}, comm_->rank()});
+  }
   return logits;
+}
+
+bool Pipeline::member(size_t stage) const {
+  return !comm_ || std::binary_search(members_[stage].begin(), members_[stage].end(), comm_->rank());
+}
+
+void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, uint64_t bytes,
+                           std::vector<OpRecord>& log, const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  OpRecord rec{static_cast<int>(stage), -1, microbatch, "comm", {}, op,
+               std::chrono::duration<double>(start - epoch_).count(), since(start), {}, {}, comm_->rank()};
+  (op == std::string("recv") ? rec.cost.read_bytes : rec.cost.write_bytes) = bytes;
+  log.push_back(std::move(rec));
 }
 
 void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
@@ -273,9 +326,10 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   const uint32_t rows = batch * T;
   std::vector<float>& x = m.x;
   std::vector<float> h(uint64_t{rows} * E);
+  const int rank = comm_ ? comm_->rank() : 0;
   auto host_record = [&](int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) {
     return OpRecord{static_cast<int>(s), layer, mb, "host", std::move(lane), op,
-                    std::chrono::duration<double>(start - epoch_).count(), seconds, {}, {}};
+                    std::chrono::duration<double>(start - epoch_).count(), seconds, {}, {}, rank};
   };
   auto host = [&](int layer, const char* op, Clock::time_point t0) { log.push_back(host_record(layer, op, t0, since(t0))); };
   auto t0 = Clock::now();
@@ -292,6 +346,10 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   const size_t n = st.shards.size();
   std::vector<std::vector<float>> part(n);
   std::vector<std::vector<OpRecord>> shard_log(n);
+  std::vector<size_t> mine;  // the shards this process runs
+  for (size_t i = 0; i < n; ++i)
+    if (local(st.shards[i])) mine.push_back(i);
+  auto each_local = [&](auto&& fn) { each_shard(mine.size(), [&](size_t k) { fn(mine[k]); }); };
   // Runs one of a shard's operations on its device and logs what it cost.
   auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) -> OpRecord& {
     MatmulBackend& b = *st.shards[i].backend;
@@ -299,7 +357,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     const auto start = Clock::now();
     fn(b);
     OpRecord rec{static_cast<int>(s), layer, mb, b.name(), {}, op,
-                 std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}};
+                 std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}, rank};
     for (const Phase& ph : b.take_phases())
       rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
     return shard_log[i].emplace_back(std::move(rec));
@@ -315,14 +373,23 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     tessera::layer_norm(x.data(), h.data(), rows, E, w, cfg.eps);
     host(layer, "layernorm", t0);
   };
-  auto reduce = [&](int layer, const Linear& full) {  // x += sum of partial sums + bias, in shard order
-    const auto start = Clock::now();
-    for (size_t i = 0; i < n; ++i)
-      for (uint64_t j = 0; j < x.size(); ++j) x[j] += part[i][j];
+  // x += (sum of the partial sums, in shard order) + bias. Across processes each sums its own
+  // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
+  // float for float as in one process (addition commutes); with more, MPI picks the order.
+  auto reduce = [&](int layer, const Linear& full) {
+    auto start = Clock::now();
+    std::vector<float> sum = std::move(part[mine.front()]);
+    for (size_t k = 1; k < mine.size(); ++k)
+      for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part[mine[k]][j];
+    host(layer, "reduce_partials", start);
+    if (groups_[s] >= 0)
+      communicate(s, mb, "allreduce", sum.size() * 4, log, [&] { comm_->allreduce_sum(sum, groups_[s]); });
+    start = Clock::now();
+    for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
     if (!whole_[s])
       for (uint32_t r = 0; r < rows; ++r)
         for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
-    host(layer, "reduce_residual", start);
+    host(layer, "residual", start);
   };
   for (uint32_t l = st.first; l <= st.last; ++l) {
     if (on_layer) on_layer(s, l, mb);
@@ -330,7 +397,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     const auto& sl = slices_[s][l - st.first];
     const int layer = static_cast<int>(l);
     norm(layer, blk.ln_1);
-    each_shard(n, [&](size_t i) {
+    each_local([&](size_t i) {
       const uint32_t H = st.shards[i].heads;
       std::vector<float> qkv(uint64_t{rows} * 3 * H * D), att(uint64_t{rows} * H * D);
       device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].qkv, qkv.data()); });
@@ -352,7 +419,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     });
     reduce(layer, blk.attn_proj);
     norm(layer, blk.ln_2);
-    each_shard(n, [&](size_t i) {
+    each_local([&](size_t i) {
       std::vector<float> up(uint64_t{rows} * sl[i].mlp_up->out);
       if (st.shards[i].backend->runs_other_ops()) {
         device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, *sl[i].mlp_up, up.data()); });
@@ -369,7 +436,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   }
   if (s + 1 == stages_.size()) {
     norm(-1, model_.ln_f);
-    each_shard(n, [&](size_t i) {
+    each_local([&](size_t i) {
       const Shard& sh = st.shards[i];
       std::vector<float> out(uint64_t{rows} * sh.vocab);
       device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });

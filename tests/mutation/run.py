@@ -20,8 +20,10 @@ import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NAMED_WRITE = re.compile(r"scoreboard: (write to 0x[0-9a-f]+: expected .*|unexpected write of .*)|"
-                         r"first_mismatch.*|byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected .*")
+# The scoreboard's first wrong AXI write, or a replay's first wrong byte with its output element.
+NAMED_WRITE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
+                         r"unexpected write of 0x[0-9a-f]+ to 0x[0-9a-f]+.*|"
+                         r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*")
 
 
 def main():

@@ -5,6 +5,7 @@
 //   "0-5@rtl:0+rtl:1;6-11@cuda:0"     two stages; the first shards over two RTL devices
 //   "0-11@rtl:0*1+cuda:0*3"           one stage; the GPU takes three quarters of each layer
 //   "0-11@cuda:0?precision=int8"      the GPU's GEMMs in int8, quantized like the accelerator's
+//   "0-5@r0:rtl:0+r1:rtl:0;6-11@r2:cuda:0"   over MPI: each device on the rank it names
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ namespace tessera {
 
 struct PlanDevice {
   std::string spec;     // as written: model..., rtl..., xdma:..., cpu, cuda[:i]
+  int rank = -1;        // the MPI rank that runs it (rK: before the spec), or -1 until assign_ranks
+  bool rank_given = false;
+  std::string label;    // its name in reports: the spec, with "rK:" in multi-process runs
   std::string kind;     // model | rtl | xdma | cpu | cuda
   double weight = 1;    // share of each layer, relative to the group
   uint32_t gpu_index = 0;      // cuda: the GPU
@@ -48,6 +52,13 @@ struct Plan {
   // bytes; throws std::invalid_argument for layers overlapping, missing or past the model, and
   // for a group with more shards than heads (or a device whose share rounds to no head).
   void resolve(const Gpt2Config& cfg);
+
+  // Puts every device on a rank of a run of `world` processes: where the plan names none, devices
+  // go round-robin in the order written. Throws std::invalid_argument when only some devices name
+  // a rank or one names a rank the run does not have. Sets each device's label.
+  void assign_ranks(int world);
+  // The devices of rank `rank`.
+  std::vector<const PlanDevice*> devices_of(int rank) const;
 
   std::string str() const;
   // GPipe's bubble, (p - 1) / (m + p - 1), for p stages and m microbatches.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/comm.hpp"
 #include "tessera/gpt2.hpp"
 
 namespace tessera {
@@ -93,8 +94,9 @@ void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32
 // columns [mlp_begin, +mlp) of c_fc and the matching rows of the MLP projection, and in the last
 // stage rows [vocab_begin, +vocab) of the tied output projection.
 struct Shard {
-  MatmulBackend* backend = nullptr;
+  MatmulBackend* backend = nullptr;  // null for a shard another rank runs
   uint32_t head_begin = 0, heads = 0, mlp_begin = 0, mlp = 0, vocab_begin = 0, vocab = 0;
+  int rank = 0;                      // the process that runs it (multi-process runs)
 };
 
 struct StageShards {
@@ -117,19 +119,26 @@ struct OpRecord {
     double start = 0, seconds = 0;  // like the record's
   };
   std::vector<Span> phases;   // DMA and compute within the op, where the backend tells them apart
+  int rank = 0;               // the process it ran in; device "comm" records its communication
 };
 
 // Runs the model over stages of sharded devices. Weights are sliced once, when built. Microbatches
 // flow through the stages GPipe-style, a worker thread per stage; each device's shards run on a
 // thread of their own, and the partial sums of the row-parallel projections are added in shard
 // order, so a run is deterministic.
+//
+// With a Comm, every rank builds the same pipeline and runs the shards whose rank is its own (the
+// others have no backend): a stage's ranks sum their partial results with allreduce_sum, the
+// lowest rank of a stage sends each microbatch's activations to the next stage's ranks that do not
+// have them, and the logits are summed into rank 0.
 class Pipeline {
  public:
-  Pipeline(const Gpt2Model& model, std::vector<StageShards> stages);
+  Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
   ~Pipeline();  // releases the weights it gave the backends
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
-  // Logits [batch * seq, vocab], row-major; the batch goes through in `microbatches` parts.
+  // Logits [batch * seq, vocab], row-major (complete on rank 0 of a multi-process run); the batch
+  // goes through in `microbatches` parts.
   std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
   const std::vector<OpRecord>& log() const { return log_; }
   // Called as each stage starts a layer of a microbatch (from the stage's worker thread).
@@ -146,6 +155,12 @@ class Pipeline {
     std::vector<float> x;     // the residual stream, handed from stage to stage
   };
   void run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
+  bool local(const Shard& sh) const { return !comm_ || sh.rank == comm_->rank(); }
+  bool member(size_t stage) const;  // whether this process runs part of the stage
+  int leader(size_t stage) const { return members_[stage].front(); }
+  // A communication of a stage, timed and logged.
+  void communicate(size_t stage, uint32_t microbatch, const char* op, uint64_t bytes, std::vector<OpRecord>& log,
+                   const std::function<void()>& fn);
 
   const Gpt2Model& model_;
   std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
@@ -153,6 +168,9 @@ class Pipeline {
   std::vector<std::vector<std::vector<Slices>>> slices_;  // [stage][layer in stage][shard]
   std::deque<Linear> sliced_;                              // the slices that are copies
   std::vector<bool> whole_;                                // [stage]: one device holds all of each layer
+  Comm* comm_ = nullptr;
+  std::vector<std::vector<int>> members_;                  // [stage]: its ranks, ascending
+  std::vector<int> groups_;                                // [stage]: its Comm group, where it spans ranks
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
 };
