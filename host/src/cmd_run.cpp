@@ -18,6 +18,7 @@
 #include "run_args.hpp"
 #include "tessera/accel_backend.hpp"
 #include "tessera/cuda_backend.hpp"
+#include "tessera/comm.hpp"
 #include "tessera/gpu_projection.hpp"
 #include "tessera/trace.hpp"
 #include "tessera/health.hpp"
@@ -35,7 +36,8 @@ struct Devices {
   std::vector<std::shared_ptr<driver::Device>> engines;
   std::vector<std::pair<std::shared_ptr<driver::Device>, std::shared_ptr<driver::TraceRecorder>>> recorders;
   std::vector<std::unique_ptr<MatmulBackend>> backends;
-  std::map<std::string, MatmulBackend*> by_spec;
+  std::map<std::string, MatmulBackend*> by_spec;   // by the plan's label
+  std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
   std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
 
@@ -44,9 +46,12 @@ struct Devices {
     return macs_per_cycle.count(device) ? "cycles / clock" : projected.count(device) ? "projected" : "measured";
   }
 
-  Devices(const Plan& plan, const RunArgs& ra) {
+  // This process's devices (`rank`'s). A device that fails its quick check is an error here, or,
+  // with `failures`, a line added there so that every rank can hear of it first.
+  Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std::string>* failures = nullptr) {
     for (const auto& st : plan.stages)
       for (const auto& d : st.devices) {
+        if (d.rank != rank) continue;
         if (d.kind == "cpu") {
           backends.push_back(std::make_unique<CpuBackend>());
         } else if (d.kind == "cuda") {
@@ -56,7 +61,7 @@ struct Devices {
             backends.push_back(std::move(gpu));
           } else {
             const GpuPeaks& peaks = gpu_peaks(d.gpu);
-            projected[d.spec] = fmt::format("{} ({})", peaks.description, why_not);
+            projected[d.label] = fmt::format("{} ({})", peaks.description, why_not);
             backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
           }
         } else {
@@ -73,7 +78,10 @@ struct Devices {
             std::string why;
             for (const auto& t : health.tests)
               if (t.result != driver::Verdict::kPass) why += fmt::format("; {} {}: {}", t.name, driver::to_string(t.result), t.detail);
-            throw driver::DeviceError(fmt::format("{} failed its quick health check and is not used{}", d.spec, why));
+            const std::string failure = fmt::format("{} failed its quick health check and is not used{}", d.label, why);
+            if (!failures) throw driver::DeviceError(failure);
+            failures->push_back(failure);
+            continue;
           }
           engines.push_back(dev ? std::move(dev) : std::make_shared<driver::Device>(spec));
           if (!ra.capture_dir.empty()) {
@@ -84,7 +92,7 @@ struct Devices {
             engines.back()->capture(recorders.back().second);
           }
           const auto& p = engines.back()->properties();
-          macs_per_cycle[d.spec] = uint64_t{p.rows} * p.cols;
+          macs_per_cycle[d.label] = uint64_t{p.rows} * p.cols;
           auto accel = std::make_unique<AccelBackend>(*engines.back());
           if (ra.project_rows) {
             // The same engine and memory system (the default one) with another array.
@@ -95,7 +103,8 @@ struct Devices {
           }
           backends.push_back(std::move(accel));
         }
-        by_spec[d.spec] = backends.back().get();
+        by_spec[d.label] = backends.back().get();
+        label_of[backends.back()->name()] = d.label;
       }
   }
 };
@@ -142,6 +151,84 @@ struct OpRow {
   MatmulStats cost;
 };
 
+// One rank of a multi-process run, for the report.
+struct RankSummary {
+  int rank = 0;
+  std::vector<std::string> devices;
+  CommStats traffic;
+  uint64_t predicted_sent = 0;  // what the plan says it sends
+};
+
+nlohmann::json to_json(const OpRecord& r) {
+  const MatmulStats& c = r.cost;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& ph : r.phases) phases.push_back({ph.track, ph.name, ph.start, ph.seconds});
+  return {r.stage, r.layer, r.microbatch, r.device, r.lane, r.op, r.start, r.seconds,
+          {c.gemms, c.macs, c.cycles, c.read_bytes, c.write_bytes, c.projected_cycles, c.projected_seconds}, phases, r.rank};
+}
+
+OpRecord from_json(const nlohmann::json& j) {
+  OpRecord r{j[0], j[1], j[2], j[3], j[4], j[5], j[6], j[7], {}, {}, j[10]};
+  const auto& c = j[8];
+  r.cost = {c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
+  for (const auto& ph : j[9]) r.phases.push_back({ph[0], ph[1], ph[2], ph[3]});
+  return r;
+}
+
+// Brings every rank's op records, device kinds and traffic to every rank (rank 0 reports them).
+// Host and communication records are named after their rank: r1:host, r1:comm.
+std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra) {
+  nlohmann::json mine = {{"ops", nlohmann::json::array()}, {"accelerators", devs.macs_per_cycle},
+                         {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
+  for (OpRecord r : log) {
+    if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
+    mine["ops"].push_back(to_json(r));
+  }
+  for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
+  const CommStats t = comm.stats();
+  mine["traffic"] = {t.bytes_sent, t.bytes_received, t.messages, t.seconds};
+  std::vector<RankSummary> ranks;
+  log.clear();
+  int rank = 0;
+  for (const std::string& text : comm.allgather(mine.dump())) {
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& op : j["ops"]) log.push_back(from_json(op));
+    for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
+    for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
+    const auto& tr = j["traffic"];
+    ranks.push_back({rank++, j["devices"], {tr[0], tr[1], tr[2], tr[3]}, 0});
+  }
+  return ranks;
+}
+
+// What the plan says each rank sends: per microbatch, two all-reduces of the activations per layer
+// in a stage that spans ranks (a ring all-reduce sends 2 (n - 1) / n of them), one activation
+// transfer from each stage's first rank to the next stage's ranks that lack them; then every rank
+// but 0 sends its share of the logits.
+void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const RunArgs& ra, const Gpt2Config& cfg) {
+  const uint64_t row_bytes = uint64_t{cfg.width} * 4, tokens = uint64_t{ra.batch} * ra.seq;
+  std::vector<std::vector<int>> members;
+  for (const Stage& st : plan.stages) {
+    std::vector<int> m;
+    for (const PlanDevice& d : st.devices) m.push_back(d.rank);
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    members.push_back(m);
+  }
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const uint64_t n = members[s].size(), layers = plan.stages[s].last - plan.stages[s].first + 1;
+    if (n > 1)
+      for (int r : members[s]) ranks[r].predicted_sent += 2 * layers * tokens * row_bytes * 2 * (n - 1) / n;
+    if (s + 1 < plan.stages.size())
+      for (int r : members[s + 1])
+        if (!std::binary_search(members[s].begin(), members[s].end(), r))
+          ranks[members[s].front()].predicted_sent += tokens * row_bytes;
+  }
+  for (size_t r = 1; r < ranks.size(); ++r) ranks[r].predicted_sent += tokens * cfg.vocab * 4;
+}
+
+int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me);
+
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
@@ -155,19 +242,55 @@ int run(const std::vector<std::string>& args) {
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
   ra.finish(*parsed);
+  // Under mpirun every process runs this, each with the plan's devices of its rank.
+  std::unique_ptr<Comm> comm;
+  if (launched_by_mpi()) {
+    std::string why_not;
+    comm = make_mpi_comm(nullptr, nullptr, why_not);
+    if (!comm) throw driver::UsageError(fmt::format("started by an MPI launcher, but {}", why_not));
+    if (comm->size() == 1) comm.reset();
+  }
+  const int world = comm ? comm->size() : 1, me = comm ? comm->rank() : 0;
+  ra.plan.assign_ranks(world);
   const std::vector<int32_t> tokens = ra.tokens();
   const Gpt2Model model = ra.load_model();
   check_tokens(model.cfg, tokens, ra.batch, ra.seq);
+  if (!comm) return report(ra, model, tokens, nullptr, 0);
+  try {
+    return report(ra, model, tokens, comm.get(), me);
+  } catch (const std::exception& e) {
+    // One rank cannot go on: say so and end every rank, rather than leave them waiting.
+    std::cerr << fmt::format("tessera run: rank {} of {}: {}\n", me, world, e.what()) << std::flush;
+    comm->abort(1);
+  }
+  return 1;  // not reached: abort ends the process
+}
 
-  Devices devs(ra.plan, ra);
+namespace {
+
+// Runs the plan's devices of rank `me` and, on rank 0, reports the whole run.
+int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
+  std::vector<std::string> failures;
+  Devices devs(ra.plan, ra, me, comm ? &failures : nullptr);
+  if (comm) {
+    // Every rank hears of every failed health check before any starts, and stops.
+    std::string all;
+    for (const std::string& text : comm->allgather(nlohmann::json(failures).dump()))
+      for (const std::string& f : nlohmann::json::parse(text).get<std::vector<std::string>>()) all += "\n  " + f;
+    if (!all.empty()) {
+      if (me == 0) std::cerr << fmt::format("tessera run: devices failed on this run's ranks, nothing ran:{}\n", all);
+      return 1;
+    }
+  }
   std::vector<StageShards> stages;
   for (const auto& st : ra.plan.stages) {
     StageShards s{st.first, st.last, {}};
     for (const auto& d : st.devices)
-      s.shards.push_back({devs.by_spec.at(d.spec), d.head_begin, d.heads, d.mlp_begin, d.mlp, d.vocab_begin, d.vocab});
+      s.shards.push_back({d.rank == me ? devs.by_spec.at(d.label) : nullptr, d.head_begin, d.heads, d.mlp_begin, d.mlp,
+                          d.vocab_begin, d.vocab, d.rank});
     stages.push_back(std::move(s));
   }
-  Pipeline pipeline(model, stages);
+  Pipeline pipeline(model, stages, comm);
   // Simulations can take a while: a terminal sees where they are.
   std::mutex progress_mu;
   if (::isatty(STDERR_FILENO))
@@ -181,6 +304,17 @@ int run(const std::vector<std::string>& args) {
   for (const auto& [dev, recorder] : devs.recorders) recorder->finish(*dev);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (pipeline.on_layer) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  std::vector<OpRecord> log = pipeline.log();
+  for (OpRecord& r : log) {  // devices by their labels in the plan
+    if (auto it = devs.label_of.find(r.device); it != devs.label_of.end()) r.device = it->second;
+    if (auto it = devs.label_of.find(r.lane); it != devs.label_of.end()) r.lane = it->second;
+  }
+  std::vector<RankSummary> ranks;
+  if (comm) {
+    // Rank 0 reports: every rank's records, devices and traffic come to it.
+    ranks = gather(*comm, log, devs, ra);
+    if (me != 0) return 0;
+  }
   CpuBackend reference;
   const Numerics num = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
 
@@ -195,30 +329,45 @@ int run(const std::vector<std::string>& args) {
   std::vector<OpRow> rows;
   std::map<std::pair<std::string, std::string>, size_t> index;
   const size_t P = ra.plan.stages.size(), M = ra.microbatches;
-  std::vector<std::vector<std::map<std::string, double>>> busy(P, std::vector<std::map<std::string, double>>(M));
-  for (const OpRecord& r : pipeline.log()) {
+  // busy[s][j][rank]: a rank's shared host and communication work on stage s, microbatch j, and
+  // each of its devices' lanes.
+  struct RankTime {
+    double shared = 0;
+    std::map<std::string, double> lanes;
+  };
+  std::vector<std::vector<std::map<int, RankTime>>> busy(P, std::vector<std::map<int, RankTime>>(M));
+  auto shared = [](const OpRecord& r) {
+    return r.lane.empty() && (r.device == "host" || r.device == "comm" || r.device.ends_with(":host") ||
+                              r.device.ends_with(":comm"));
+  };
+  for (const OpRecord& r : log) {
     auto [it, fresh] = index.try_emplace({r.device, r.op}, rows.size());
     if (fresh) rows.push_back(OpRow{r.device, r.op, 0, 0, {}});
     OpRow& row = rows[it->second];
     ++row.calls;
     row.seconds += device_seconds(r);
     row.cost += r.cost;
-    busy[r.stage][r.microbatch][r.lane.empty() ? r.device : r.lane] += device_seconds(r);
+    // Not stage work: waiting for the stage before (the schedule has that), and the final gather.
+    if (r.op == "recv" || r.op == "gather_logits") continue;
+    RankTime& t = busy[r.stage][r.microbatch][r.rank];
+    if (shared(r))
+      t.shared += device_seconds(r);
+    else
+      t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
   }
   // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
-  // stage s - 1 is done with j. The bubble is the idle share of the stages over the makespan.
+  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
+  // stages over the makespan.
   std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
   double busy_total = 0;
   for (size_t s = 0; s < P; ++s)
     for (size_t j = 0; j < M; ++j) {
-      double host = 0, slowest = 0;
-      for (const auto& [dev, t] : busy[s][j]) {
-        if (dev == "host")
-          host = t;
-        else
-          slowest = std::max(slowest, t);
+      double d = 0;
+      for (const auto& [rank, t] : busy[s][j]) {
+        double slowest = 0;
+        for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
+        d = std::max(d, t.shared + slowest);
       }
-      const double d = host + slowest;
       busy_total += d;
       finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
     }
@@ -226,7 +375,7 @@ int run(const std::vector<std::string>& args) {
   const double bubble = makespan > 0 ? 1 - busy_total / (double(P) * makespan) : 0;
   const double theoretical = ra.plan.expected_bubble(ra.microbatches);
 
-  if (!ra.trace_path.empty()) write_trace(ra.trace_path, pipeline.log(), ra.clock_mhz, devs.macs_per_cycle);
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs.macs_per_cycle);
   if (!ra.dump_dir.empty()) {
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
@@ -247,6 +396,18 @@ int run(const std::vector<std::string>& args) {
   auto projected_util = [&](const OpRow& r) {
     return r.cost.projected_cycles ? double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle) : 0.0;
   };
+
+  // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
+  std::map<int, double> compute;
+  for (const OpRecord& r : log)
+    if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
+  if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, model.cfg);
+  nlohmann::ordered_json rank_rows = nlohmann::ordered_json::array();
+  for (const RankSummary& r : ranks)
+    rank_rows.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", compute[r.rank]},
+                         {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
+                         {"bytes_received", r.traffic.bytes_received}, {"messages", r.traffic.messages},
+                         {"predicted_bytes_sent", r.predicted_sent}});
 
   if (ra.json) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
@@ -276,6 +437,7 @@ int run(const std::vector<std::string>& args) {
       j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
                          {"cycles", projected}, {"seconds", double(projected) / (ra.project_clock_mhz * 1e6)},
                          {"accelerator_seconds", double(cycles) / (ra.clock_mhz * 1e6)}};
+    if (comm) j["mpi"] = {{"library", comm->library()}, {"processes", comm->size()}, {"ranks", rank_rows}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -323,6 +485,19 @@ int run(const std::vector<std::string>& args) {
     std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
                              projected / (ra.project_clock_mhz * 1e3), cycles / (ra.clock_mhz * 1e3));
   }
+  if (comm) {
+    std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
+                             comm->size(), comm->library());
+    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14}\n", "RANK", "DEVICES", "COMPUTE (ms)", "COMM (ms)",
+                             "BYTES SENT", "PREDICTED");
+    for (const auto& r : rank_rows) {
+      std::string names;
+      for (const auto& d : r["devices"]) names += (names.empty() ? "" : "+") + d.get<std::string>();
+      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14}\n", r["rank"].get<int>(), names,
+                               r["compute_seconds"].get<double>() * 1e3, r["comm_seconds"].get<double>() * 1e3,
+                               r["bytes_sent"].get<uint64_t>(), r["predicted_bytes_sent"].get<uint64_t>());
+    }
+  }
   std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
                            bubble, theoretical);
   std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
@@ -330,5 +505,7 @@ int run(const std::vector<std::string>& args) {
                            num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
   return 0;
 }
+
+}  // namespace
 
 }  // namespace tessera::cli

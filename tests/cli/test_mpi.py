@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Multi-process runs (mpirun -np N tessera run): the same logits as one process, traffic as the
+plan predicts, and failures that stop every rank with one message.
+
+usage: test_mpi.py MPIEXEC TESSERA WITH_RTL
+
+Bit-identical: pipeline stages on different ranks, and tensor-parallel stages over two ranks (the
+all-reduce adds two partial sums, and addition commutes). Over three or more ranks MPI chooses the
+order of the additions, so those runs are held to a relative L2 of 1e-6 instead."""
+import json
+import math
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+MPIEXEC, TESSERA, WITH_RTL = sys.argv[1], sys.argv[2], sys.argv[3].upper() in ("1", "ON", "TRUE")
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail[-1500:]}"), flush=True)
+    passed += ok
+    failed += not ok
+
+
+def mpirun(n, *args):
+    return subprocess.run([MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(n), TESSERA, "run", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def single(*args):
+    return subprocess.run([TESSERA, "run", *args], capture_output=True, text=True, timeout=600)
+
+
+def logits(path):
+    data = pathlib.Path(path).read_bytes()
+    header = struct.unpack("<H", data[8:10])[0]
+    body = data[10 + header:]
+    return struct.unpack(f"<{len(body) // 4}f", body)
+
+
+def rel_l2(a, b):
+    return math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)) / sum(y * y for y in b))
+
+
+def same_as_single(name, n, multi_plan, single_plan, identical, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        r = mpirun(n, "--plan", multi_plan, "--batch", "4", "--microbatches", "2", "--dump", f"{d}/m", "--json", *extra)
+        s = single("--plan", single_plan, "--batch", "4", "--microbatches", "2", "--dump", f"{d}/s", *extra)
+        if r.returncode or s.returncode:
+            check(name, False, r.stdout[-500:] + r.stderr + s.stderr)
+            return {}
+        a, b = logits(f"{d}/m/logits.npy"), logits(f"{d}/s/logits.npy")
+        err = rel_l2(a, b)
+        ok = a == b if identical else err < 1e-6
+        check(f"{name}: {'bit-identical to' if identical else f'relative L2 {err:.2g} from'} one process", ok,
+              f"relative L2 {err}")
+        return json.loads(r.stdout)
+
+
+j = same_as_single("2 ranks, two pipeline stages", 2, "0@r0:model:0;1@r1:model:1", "0@model:0;1@model:1", True)
+ranks = j.get("mpi", {}).get("ranks", [])
+check("2 ranks: measured traffic is what the plan predicts (activations once per microbatch, the logits once)",
+      len(ranks) == 2 and all(r["bytes_sent"] == r["predicted_bytes_sent"] > 0 for r in ranks), json.dumps(ranks))
+j = same_as_single("2 ranks, one stage sharded over both", 2, "0-1@r0:model:0+r1:model:1", "0-1@model:0+model:1", True)
+ranks = j.get("mpi", {}).get("ranks", [])
+check("2 ranks, tensor parallel: two all-reduces per layer and microbatch, as predicted",
+      len(ranks) == 2 and all(r["bytes_sent"] == r["predicted_bytes_sent"] > 0 for r in ranks)
+      and any(o["op"] == "allreduce" for o in j["ops"]), json.dumps(ranks))
+same_as_single("3 ranks, cpu then a stage over two model devices", 3, "0@r0:cpu;1@r1:model:1+r2:model:2",
+               "0@cpu;1@model:1+model:2", True)
+j = same_as_single("3 ranks, one stage sharded three ways", 3, "0-1@r0:model:0+r1:model:1+r2:model:2",
+                   "0-1@model:0+model:1+model:2", False)
+ranks = j.get("mpi", {}).get("ranks", [])
+check("3 ranks: measured traffic within 0.1% of the prediction",
+      len(ranks) == 3 and all(abs(r["bytes_sent"] - r["predicted_bytes_sent"]) <= 1e-3 * r["predicted_bytes_sent"]
+                              for r in ranks), json.dumps(ranks))
+if WITH_RTL:
+    same_as_single("2 ranks, an RTL simulator each", 2, "0@r0:rtl?preset=small;1@r1:rtl?preset=small",
+                   "0@rtl:0?preset=small;1@rtl:1?preset=small", True)
+
+r = mpirun(2, "--plan", "0@model:0;1@model:1", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("without rank prefixes the devices go round-robin over the ranks",
+      [x["devices"] for x in j.get("mpi", {}).get("ranks", [])] == [["r0:model:0"], ["r1:model:1"]], r.stderr)
+
+t0 = time.monotonic()
+r = mpirun(3, "--plan", "0@r0:model;1@r1:model?fault=stuck:1,1,20;2@r2:cpu", "--model", "random:3,64,4,100,32")
+took = time.monotonic() - t0
+check("a faulty device on rank 1 stops every rank with one message naming the rank, device and check",
+      r.returncode != 0 and r.stderr.count("failed its quick health check") == 1 and "r1:model" in r.stderr
+      and "faulty PE at row 1, column 1" in r.stderr and took < 60, f"{took:.1f} s\n{r.stderr}")
+r = mpirun(2, "--plan", "0@r0:model;1@r2:model")
+check("a plan naming a rank the run does not have is bad input (exit 2)",
+      r.returncode == 2 and "is on rank 2, but the run has 2 processes" in r.stderr, r.stderr)
+r = single("--plan", "0@r0:model;1@r1:model")
+check("ranks in a single-process run: exit 2, saying to use mpirun", r.returncode == 2 and "mpirun" in r.stderr,
+      r.stderr)
+r = mpirun(2, "--plan", "0@r0:model;1@model")
+check("ranks on some devices only: exit 2", r.returncode == 2 and "every device names its rank" in r.stderr, r.stderr)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
