@@ -203,8 +203,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
 
 // What the plan says each rank sends: per microbatch, two all-reduces of the activations per layer
 // in a stage that spans ranks (a ring all-reduce sends 2 (n - 1) / n of them), one activation
-// transfer from each stage's first rank to the next stage's ranks that lack them; then every rank
-// but 0 sends its share of the logits.
+// transfer from each stage's first rank to the next stage's ranks that lack them; then the logits.
 void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const RunArgs& ra, const Gpt2Config& cfg) {
   const uint64_t row_bytes = uint64_t{cfg.width} * 4, tokens = uint64_t{ra.batch} * ra.seq;
   std::vector<std::vector<int>> members;
@@ -224,7 +223,11 @@ void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const Ru
         if (!std::binary_search(members[s].begin(), members[s].end(), r))
           ranks[members[s].front()].predicted_sent += tokens * row_bytes;
   }
-  for (size_t r = 1; r < ranks.size(); ++r) ranks[r].predicted_sent += tokens * cfg.vocab * 4;
+  // The logits: summed over the last stage's ranks, then sent by its first rank to rank 0.
+  const uint64_t logits = tokens * cfg.vocab * 4, n = members.back().size();
+  if (n > 1)
+    for (int r : members.back()) ranks[r].predicted_sent += logits * 2 * (n - 1) / n;
+  if (members.back().front() != 0) ranks[members.back().front()].predicted_sent += logits;
 }
 
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me);
@@ -347,8 +350,9 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
     ++row.calls;
     row.seconds += device_seconds(r);
     row.cost += r.cost;
-    // Not stage work: waiting for the stage before (the schedule has that), and the final gather.
-    if (r.op == "recv" || r.op == "gather_logits") continue;
+    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
+    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
+    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
     RankTime& t = busy[r.stage][r.microbatch][r.rank];
     if (shared(r))
       t.shared += device_seconds(r);

@@ -74,13 +74,6 @@ class MpiComm final : public Comm {
     const uint64_t moved = data.size_bytes() * 2 * (members - 1) / members;
     account(t0, moved, moved);
   }
-  void reduce_sum(std::span<float> data) override {
-    const auto t0 = Clock::now();
-    check(MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : data.data(), data.data(), count(data.size()), MPI_FLOAT, MPI_SUM, 0,
-                     MPI_COMM_WORLD),
-          "MPI_Reduce");
-    account(t0, rank_ == 0 ? 0 : data.size_bytes(), rank_ == 0 ? data.size_bytes() * (size_ - 1) : 0);
-  }
   std::vector<std::string> allgather(const std::string& text) override {
     const int len = count(text.size());
     std::vector<int> lens(size_), offsets(size_);

@@ -296,12 +296,18 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
   if (error) std::rethrow_exception(error);
   for (auto& l : logs) log_.insert(log_.end(), l.begin(), l.end());
   if (comm_) {
-    // Each process holds the logits of its own vocabulary shards and zeros elsewhere: the sum is exact.
-    const auto start = Clock::now();
-    comm_->reduce_sum(logits);
-    log_.push_back({static_cast<int>(P - 1), -1, 0, "comm", {}, "gather_logits",
-                    std::chrono::duration<double>(start - epoch_).count(), since(start),
-                    {.write_bytes = comm_->rank() ? logits.size() * 4 : 0}, {}, comm_->rank()});
+    // The last stage's ranks hold the logits of their vocabulary shards and zeros elsewhere: their
+    // sum is exact. It goes to rank 0.
+    std::vector<OpRecord> gather;
+    const int last = static_cast<int>(P - 1);
+    if (groups_[last] >= 0 && member(last))
+      communicate(last, 0, "gather_logits", logits.size() * 4, gather,
+                  [&] { comm_->allreduce_sum(logits, groups_[last]); });
+    if (leader(last) != 0 && comm_->rank() == leader(last))
+      communicate(last, 0, "send_logits", logits.size() * 4, gather, [&] { comm_->send(logits, 0, tag(P, 0)); });
+    if (leader(last) != 0 && comm_->rank() == 0)
+      communicate(last, 0, "recv", logits.size() * 4, gather, [&] { comm_->recv(logits, leader(last), tag(P, 0)); });
+    log_.insert(log_.end(), gather.begin(), gather.end());
   }
   return logits;
 }

@@ -94,6 +94,35 @@ took = time.monotonic() - t0
 check("a faulty device on rank 1 stops every rank with one message naming the rank, device and check",
       r.returncode != 0 and r.stderr.count("failed its quick health check") == 1 and "r1:model" in r.stderr
       and "faulty PE at row 1, column 1" in r.stderr and took < 60, f"{took:.1f} s\n{r.stderr}")
+# A rank that dies mid-run: mpirun ends the job and names the rank; nobody waits forever.
+job = subprocess.Popen([MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", TESSERA, "run", "--model",
+                        "random:12,768,12,50257,1024", "--plan", "0-5@r0:model;6-11@r1:model", "--batch", "8",
+                        "--seq", "32", "--microbatches", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+victim = None
+for _ in range(100):  # find rank 1 once it has started
+    time.sleep(0.1)
+    for pid in subprocess.run(["pgrep", "-f", "tessera run --model random:12"], capture_output=True,
+                              text=True).stdout.split():
+        try:
+            if b"OMPI_COMM_WORLD_RANK=1\0" in pathlib.Path(f"/proc/{pid}/environ").read_bytes():
+                victim = int(pid)
+        except OSError:
+            pass
+    if victim:
+        break
+time.sleep(2)
+t0 = time.monotonic()
+if victim:
+    subprocess.run(["kill", "-9", str(victim)])
+try:
+    out, err = job.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    job.kill()
+    out, err = job.communicate()
+check("a rank killed mid-run ends the whole job within seconds, the rank named",
+      victim is not None and job.returncode != 0 and "rank 1" in err and time.monotonic() - t0 < 30,
+      f"victim {victim}, rc {job.returncode}, {time.monotonic() - t0:.1f} s\n{err}")
+
 r = mpirun(2, "--plan", "0@r0:model;1@r2:model")
 check("a plan naming a rank the run does not have is bad input (exit 2)",
       r.returncode == 2 and "is on rank 2, but the run has 2 processes" in r.stderr, r.stderr)

@@ -1,7 +1,7 @@
 // The processes of a multi-process run and the traffic between them. The pipeline moves
 // activations between stages on different ranks with send/recv and sums the tensor-parallel
-// partial results of a stage's ranks with allreduce_sum; MPI provides them (make_mpi_comm). A
-// single-process run has no Comm at all.
+// partial results (and the logits) of a stage's ranks with allreduce_sum; MPI provides them
+// (make_mpi_comm). A single-process run has no Comm at all.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,6 @@ class Comm {
   virtual int group(const std::vector<int>& ranks) = 0;
   // Element-wise sum over the ranks of a group, left in each of them; only the members call it.
   virtual void allreduce_sum(std::span<float> data, int group) = 0;
-  // Element-wise sum over every rank, into rank 0.
-  virtual void reduce_sum(std::span<float> data) = 0;
   // Every rank's text, in rank order, on every rank.
   virtual std::vector<std::string> allgather(const std::string& text) = 0;
   // Ends every process of the run at once (after an error that one rank cannot recover from).

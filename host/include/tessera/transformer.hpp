@@ -130,7 +130,7 @@ struct OpRecord {
 // With a Comm, every rank builds the same pipeline and runs the shards whose rank is its own (the
 // others have no backend): a stage's ranks sum their partial results with allreduce_sum, the
 // lowest rank of a stage sends each microbatch's activations to the next stage's ranks that do not
-// have them, and the logits are summed into rank 0.
+// have them, and the logits come to rank 0.
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
