@@ -40,6 +40,7 @@ struct Devices {
   std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
   std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
+  std::map<std::string, int> gpus;                  // GPUs present: their CUDA device
 
   // How a device's time is known: measured, from its cycles, or projected.
   std::string time_kind(const std::string& device) const {
@@ -58,6 +59,7 @@ struct Devices {
           // A GPU that is there is measured; one that is not is computed on the host and projected.
           std::string why_not;
           if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
+            gpus[d.label] = static_cast<int>(d.gpu_index);
             backends.push_back(std::move(gpu));
           } else {
             const GpuPeaks& peaks = gpu_peaks(d.gpu);
@@ -186,7 +188,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
   }
   for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
   const CommStats t = comm.stats();
-  mine["traffic"] = {t.bytes_sent, t.bytes_received, t.messages, t.seconds};
+  mine["traffic"] = {t.bytes_sent, t.bytes_received, t.messages, t.gpu_bytes_sent, t.seconds};
   std::vector<RankSummary> ranks;
   log.clear();
   int rank = 0;
@@ -196,7 +198,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
     for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
     for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
     const auto& tr = j["traffic"];
-    ranks.push_back({rank++, j["devices"], {tr[0], tr[1], tr[2], tr[3]}, 0});
+    ranks.push_back({rank++, j["devices"], {tr[0], tr[1], tr[2], tr[3], tr[4]}, 0});
   }
   return ranks;
 }
@@ -275,11 +277,16 @@ namespace {
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
   std::vector<std::string> failures;
   Devices devs(ra.plan, ra, me, comm ? &failures : nullptr);
+  std::map<std::string, int> gpus = devs.gpus;  // every rank's
   if (comm) {
-    // Every rank hears of every failed health check before any starts, and stops.
+    // Every rank hears of every failed health check before any starts, and stops; and of the GPUs
+    // that are there, which can talk GPU to GPU.
     std::string all;
-    for (const std::string& text : comm->allgather(nlohmann::json(failures).dump()))
-      for (const std::string& f : nlohmann::json::parse(text).get<std::vector<std::string>>()) all += "\n  " + f;
+    for (const std::string& text : comm->allgather(nlohmann::json{failures, devs.gpus}.dump())) {
+      const auto j = nlohmann::json::parse(text);
+      for (const std::string& f : j[0].get<std::vector<std::string>>()) all += "\n  " + f;
+      for (const auto& [label, gpu] : j[1].items()) gpus[label] = gpu;
+    }
     if (!all.empty()) {
       if (me == 0) std::cerr << fmt::format("tessera run: devices failed on this run's ranks, nothing ran:{}\n", all);
       return 1;
@@ -290,7 +297,7 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
     StageShards s{st.first, st.last, {}};
     for (const auto& d : st.devices)
       s.shards.push_back({d.rank == me ? devs.by_spec.at(d.label) : nullptr, d.head_begin, d.heads, d.mlp_begin, d.mlp,
-                          d.vocab_begin, d.vocab, d.rank});
+                          d.vocab_begin, d.vocab, d.rank, gpus.count(d.label) ? gpus.at(d.label) : -1});
     stages.push_back(std::move(s));
   }
   Pipeline pipeline(model, stages, comm);
@@ -410,6 +417,7 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
   for (const RankSummary& r : ranks)
     rank_rows.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", compute[r.rank]},
                          {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
+                         {"gpu_bytes_sent", r.traffic.gpu_bytes_sent},
                          {"bytes_received", r.traffic.bytes_received}, {"messages", r.traffic.messages},
                          {"predicted_bytes_sent", r.predicted_sent}});
 
@@ -492,14 +500,15 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
   if (comm) {
     std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
                              comm->size(), comm->library());
-    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14}\n", "RANK", "DEVICES", "COMPUTE (ms)", "COMM (ms)",
-                             "BYTES SENT", "PREDICTED");
+    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
+                             "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
     for (const auto& r : rank_rows) {
       std::string names;
       for (const auto& d : r["devices"]) names += (names.empty() ? "" : "+") + d.get<std::string>();
-      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14}\n", r["rank"].get<int>(), names,
+      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14} {:>12}\n", r["rank"].get<int>(), names,
                                r["compute_seconds"].get<double>() * 1e3, r["comm_seconds"].get<double>() * 1e3,
-                               r["bytes_sent"].get<uint64_t>(), r["predicted_bytes_sent"].get<uint64_t>());
+                               r["bytes_sent"].get<uint64_t>(), r["predicted_bytes_sent"].get<uint64_t>(),
+                               r["gpu_bytes_sent"].get<uint64_t>());
     }
   }
   std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",

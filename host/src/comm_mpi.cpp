@@ -6,11 +6,17 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#ifdef TESSERA_WITH_NCCL
+#include "nccl_group.hpp"
+#endif
 
 namespace tessera {
 
@@ -25,8 +31,12 @@ class MpiComm final : public Comm {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
   ~MpiComm() override {
-    for (MPI_Comm& c : groups_)
-      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    for (Group& g : groups_) {
+#ifdef TESSERA_WITH_NCCL
+      g.nccl.reset();
+#endif
+      if (g.mpi != MPI_COMM_NULL) MPI_Comm_free(&g.mpi);
+    }
     MPI_Finalize();
   }
   int rank() const override { return rank_; }
@@ -36,43 +46,78 @@ class MpiComm final : public Comm {
     int len = 0;
     MPI_Get_library_version(text, &len);
     std::string s(text, len);
-    return s.substr(0, s.find_first_of(",\n"));
+    s = s.substr(0, s.find_first_of(",\n"));
+#ifdef TESSERA_WITH_NCCL
+    s += " and " + NcclGroup::version();
+#endif
+    return s;
   }
 
-  void send(std::span<const float> data, int to, int tag) override {
-    const auto t0 = Clock::now();
-    check(MPI_Send(data.data(), count(data.size()), MPI_FLOAT, to, tag, MPI_COMM_WORLD), "MPI_Send");
-    account(t0, data.size_bytes(), 0);
-  }
-  void recv(std::span<float> data, int from, int tag) override {
-    const auto t0 = Clock::now();
-    check(MPI_Recv(data.data(), count(data.size()), MPI_FLOAT, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-          "MPI_Recv");
-    account(t0, 0, data.size_bytes());
-  }
-  int group(const std::vector<int>& ranks) override {
-    bool member = false;
-    for (int r : ranks) member = member || r == rank_;
-    MPI_Comm c = MPI_COMM_NULL;
-    check(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, rank_, &c), "MPI_Comm_split");
+  int group(const std::vector<int>& ranks, int gpu) override {
+    Group g;
+    g.ranks = ranks;
+    const bool member = std::binary_search(ranks.begin(), ranks.end(), rank_);
+    check(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, rank_, &g.mpi), "MPI_Comm_split");
+#ifdef TESSERA_WITH_NCCL
+    if (member && gpu >= 0) {
+      // The group's first member makes the id and every member joins with it.
+      std::string id = rank_ == ranks.front() ? NcclGroup::unique_id() : std::string();
+      id.resize(NcclGroup::kIdBytes);
+      check(MPI_Bcast(id.data(), NcclGroup::kIdBytes, MPI_CHAR, 0, g.mpi), "MPI_Bcast");
+      g.nccl = std::make_unique<NcclGroup>(id, member_index(g, rank_), static_cast<int>(ranks.size()), gpu);
+    }
+#else
+    (void)gpu;  // no NCCL in this build: MPI carries it
+#endif
     std::lock_guard lock(mu_);
-    groups_.push_back(c);
+    groups_.push_back(std::move(g));
     return static_cast<int>(groups_.size()) - 1;
   }
-  void allreduce_sum(std::span<float> data, int group) override {
-    MPI_Comm c;
-    {
-      std::lock_guard lock(mu_);
-      c = groups_.at(group);
-    }
-    if (c == MPI_COMM_NULL) throw std::logic_error("allreduce_sum by a rank outside the group");
-    int members = 0;
-    MPI_Comm_size(c, &members);
+  void send(std::span<const float> data, int to, int tag, int group) override {
     const auto t0 = Clock::now();
-    check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), MPI_FLOAT, MPI_SUM, c), "MPI_Allreduce");
+    const Group* g = group >= 0 ? &member_of(group) : nullptr;
+#ifdef TESSERA_WITH_NCCL
+    if (g && g->nccl) {
+      g->nccl->send(data, member_index(*g, to));
+      account(t0, data.size_bytes(), 0, true);
+      return;
+    }
+#endif
+    check(MPI_Send(data.data(), count(data.size()), MPI_FLOAT, g ? member_index(*g, to) : to, tag,
+                   g ? g->mpi : MPI_COMM_WORLD),
+          "MPI_Send");
+    account(t0, data.size_bytes(), 0, false);
+  }
+  void recv(std::span<float> data, int from, int tag, int group) override {
+    const auto t0 = Clock::now();
+    const Group* g = group >= 0 ? &member_of(group) : nullptr;
+#ifdef TESSERA_WITH_NCCL
+    if (g && g->nccl) {
+      g->nccl->recv(data, member_index(*g, from));
+      account(t0, 0, data.size_bytes(), true);
+      return;
+    }
+#endif
+    check(MPI_Recv(data.data(), count(data.size()), MPI_FLOAT, g ? member_index(*g, from) : from, tag,
+                   g ? g->mpi : MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    account(t0, 0, data.size_bytes(), false);
+  }
+  void allreduce_sum(std::span<float> data, int group) override {
+    const Group& g = member_of(group);
+    const uint64_t members = g.ranks.size();
     // What a ring all-reduce moves per rank: 2 (n - 1) / n of the data each way.
     const uint64_t moved = data.size_bytes() * 2 * (members - 1) / members;
-    account(t0, moved, moved);
+    const auto t0 = Clock::now();
+#ifdef TESSERA_WITH_NCCL
+    if (g.nccl) {
+      g.nccl->allreduce_sum(data);
+      account(t0, moved, moved, true);
+      return;
+    }
+#endif
+    check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), MPI_FLOAT, MPI_SUM, g.mpi), "MPI_Allreduce");
+    account(t0, moved, moved, false);
   }
   std::vector<std::string> allgather(const std::string& text) override {
     const int len = count(text.size());
@@ -109,9 +154,31 @@ class MpiComm final : public Comm {
     MPI_Error_string(err, text, &len);
     throw std::runtime_error(fmt::format("{}: {}", what, std::string(text, len)));
   }
-  void account(Clock::time_point t0, uint64_t sent, uint64_t received) {
+  // A group: its ranks (ascending), their MPI communicator, and NCCL's where it carries the traffic.
+  struct Group {
+    std::vector<int> ranks;
+    MPI_Comm mpi = MPI_COMM_NULL;
+#ifdef TESSERA_WITH_NCCL
+    std::unique_ptr<NcclGroup> nccl;
+#endif
+  };
+
+  // Groups are only added, never moved once made (a deque), so a reference outlives the lock.
+  const Group& member_of(int group) const {
+    std::lock_guard lock(mu_);
+    const Group& g = groups_.at(group);
+    if (g.mpi == MPI_COMM_NULL) throw std::logic_error("communication in a group by a rank outside it");
+    return g;
+  }
+  static int member_index(const Group& g, int rank) {
+    const auto it = std::lower_bound(g.ranks.begin(), g.ranks.end(), rank);
+    if (it == g.ranks.end() || *it != rank) throw std::logic_error(fmt::format("rank {} is not in the group", rank));
+    return static_cast<int>(it - g.ranks.begin());
+  }
+  void account(Clock::time_point t0, uint64_t sent, uint64_t received, bool gpu) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::lock_guard lock(mu_);
+    if (gpu) stats_.gpu_bytes_sent += sent;
     stats_.bytes_sent += sent;
     stats_.bytes_received += received;
     ++stats_.messages;
@@ -120,7 +187,7 @@ class MpiComm final : public Comm {
 
   int rank_ = 0, size_ = 1;
   mutable std::mutex mu_;
-  std::vector<MPI_Comm> groups_;
+  std::deque<Group> groups_;
   CommStats stats_;
 };
 

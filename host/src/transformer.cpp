@@ -180,15 +180,27 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm
   const Gpt2Config& cfg = model.cfg;
   const uint32_t E = cfg.width, D = cfg.head_dim();
   if (stages_.empty()) throw std::invalid_argument("a pipeline needs a stage");
+  // A GPU rank runs one shard of the whole plan, on a real GPU: it can talk to another such rank
+  // GPU to GPU, on that GPU.
+  std::map<int, std::vector<int>> gpus_of;
+  for (const auto& st : stages_)
+    for (const Shard& sh : st.shards) gpus_of[sh.rank].push_back(sh.gpu);
+  auto gpu_rank = [&](int r) { return gpus_of[r].size() == 1 && gpus_of[r][0] >= 0; };
+  const int my_gpu = comm_ && gpu_rank(comm_->rank()) ? gpus_of[comm_->rank()][0] : -1;
+  // Every rank makes every group, in the same order, as collectives require.
   for (const auto& st : stages_) {
     std::vector<int> ranks;
     for (const Shard& sh : st.shards) ranks.push_back(comm_ ? sh.rank : 0);
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     members_.push_back(ranks);
-    // Every rank makes every group, in stage order, as collectives require.
-    groups_.push_back(comm_ && ranks.size() > 1 ? comm_->group(ranks) : -1);
+    const bool gpus = std::all_of(ranks.begin(), ranks.end(), gpu_rank);
+    groups_.push_back(comm_ && ranks.size() > 1 ? comm_->group(ranks, gpus ? my_gpu : -1) : -1);
   }
+  for (size_t s = 0; comm_ && s + 1 < stages_.size(); ++s)
+    for (int r : members_[s + 1])
+      if (!std::binary_search(members_[s].begin(), members_[s].end(), r) && gpu_rank(leader(s)) && gpu_rank(r))
+        links_[{s, r}] = comm_->group({std::min(leader(s), r), std::max(leader(s), r)}, my_gpu);
   for (const auto& st : stages_) {
     // A device with all of each layer uses the model's tensors as they are (the projections' biases
     // included, so the reduce adds none).
@@ -272,13 +284,14 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
           if (error) return;
         } else {
           m.x.resize(uint64_t{m.batch} * m.seq * width);
-          communicate(s, j, "recv", m.x.size() * 4, logs[s], [&] { comm_->recv(m.x, leader(s - 1), tag(s, j)); });
+          communicate(s, j, "recv", m.x.size() * 4, logs[s],
+                      [&] { comm_->recv(m.x, leader(s - 1), tag(s, j), link(s - 1, comm_->rank())); });
         }
         run_stage(s, m, logs[s]);
         if (s + 1 < P && comm_ && comm_->rank() == leader(s))
           for (int r : members_[s + 1])
             if (!std::binary_search(members_[s].begin(), members_[s].end(), r))
-              communicate(s, j, "send", m.x.size() * 4, logs[s], [&] { comm_->send(m.x, r, tag(s + 1, j)); });
+              communicate(s, j, "send", m.x.size() * 4, logs[s], [&] { comm_->send(m.x, r, tag(s + 1, j), link(s, r)); });
         std::lock_guard lock(mu);
         handed[s + 1] = j + 1;
         cv.notify_all();
@@ -304,12 +317,17 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
       communicate(last, 0, "gather_logits", logits.size() * 4, gather,
                   [&] { comm_->allreduce_sum(logits, groups_[last]); });
     if (leader(last) != 0 && comm_->rank() == leader(last))
-      communicate(last, 0, "send_logits", logits.size() * 4, gather, [&] { comm_->send(logits, 0, tag(P, 0)); });
+      communicate(last, 0, "send_logits", logits.size() * 4, gather, [&] { comm_->send(logits, 0, tag(P, 0), -1); });
     if (leader(last) != 0 && comm_->rank() == 0)
-      communicate(last, 0, "recv", logits.size() * 4, gather, [&] { comm_->recv(logits, leader(last), tag(P, 0)); });
+      communicate(last, 0, "recv", logits.size() * 4, gather, [&] { comm_->recv(logits, leader(last), tag(P, 0), -1); });
     log_.insert(log_.end(), gather.begin(), gather.end());
   }
   return logits;
+}
+
+int Pipeline::link(size_t stage, int to) const {
+  const auto it = links_.find({stage, to});
+  return it == links_.end() ? -1 : it->second;
 }
 
 bool Pipeline::member(size_t stage) const {
@@ -381,7 +399,7 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   };
   // x += (sum of the partial sums, in shard order) + bias. Across processes each sums its own
   // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
-  // float for float as in one process (addition commutes); with more, MPI picks the order.
+  // float for float as in one process (addition commutes); with more, MPI (or NCCL) picks the order.
   auto reduce = [&](int layer, const Linear& full) {
     auto start = Clock::now();
     std::vector<float> sum = std::move(part[mine.front()]);

@@ -2,14 +2,19 @@
 """Multi-process runs (mpirun -np N tessera run): the same logits as one process, traffic as the
 plan predicts, and failures that stop every rank with one message.
 
-usage: test_mpi.py MPIEXEC TESSERA WITH_RTL
+usage: test_mpi.py MPIEXEC TESSERA WITH_RTL [--gpu]
 
 Bit-identical: pipeline stages on different ranks, and tensor-parallel stages over two ranks (the
 all-reduce adds two partial sums, and addition commutes). Over three or more ranks MPI chooses the
-order of the additions, so those runs are held to a relative L2 of 1e-6 instead."""
+order of the additions, so those runs are held to a relative L2 of 1e-6 instead.
+
+--gpu: ranks on real GPUs instead (exit 77, skipped, where there is none): a GPU rank next to a
+model rank over MPI, and with two GPUs or more, GPU ranks that talk GPU to GPU through NCCL."""
 import json
 import math
+import os
 import pathlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +22,7 @@ import tempfile
 import time
 
 MPIEXEC, TESSERA, WITH_RTL = sys.argv[1], sys.argv[2], sys.argv[3].upper() in ("1", "ON", "TRUE")
+GPU = "--gpu" in sys.argv[4:]
 passed = failed = 0
 
 
@@ -62,75 +68,122 @@ def same_as_single(name, n, multi_plan, single_plan, identical, extra=()):
         return json.loads(r.stdout)
 
 
-j = same_as_single("2 ranks, two pipeline stages", 2, "0@r0:model:0;1@r1:model:1", "0@model:0;1@model:1", True)
-ranks = j.get("mpi", {}).get("ranks", [])
-check("2 ranks: measured traffic is what the plan predicts (activations once per microbatch, the logits once)",
-      len(ranks) == 2 and all(r["bytes_sent"] == r["predicted_bytes_sent"] > 0 for r in ranks), json.dumps(ranks))
-j = same_as_single("2 ranks, one stage sharded over both", 2, "0-1@r0:model:0+r1:model:1", "0-1@model:0+model:1", True)
-ranks = j.get("mpi", {}).get("ranks", [])
-check("2 ranks, tensor parallel: two all-reduces per layer and microbatch, as predicted",
-      len(ranks) == 2 and all(r["bytes_sent"] == r["predicted_bytes_sent"] > 0 for r in ranks)
-      and any(o["op"] == "allreduce" for o in j["ops"]), json.dumps(ranks))
-same_as_single("3 ranks, cpu then a stage over two model devices", 3, "0@r0:cpu;1@r1:model:1+r2:model:2",
-               "0@cpu;1@model:1+model:2", True)
-j = same_as_single("3 ranks, one stage sharded three ways", 3, "0-1@r0:model:0+r1:model:1+r2:model:2",
-                   "0-1@model:0+model:1+model:2", False)
-ranks = j.get("mpi", {}).get("ranks", [])
-check("3 ranks: measured traffic within 0.1% of the prediction",
-      len(ranks) == 3 and all(abs(r["bytes_sent"] - r["predicted_bytes_sent"]) <= 1e-3 * r["predicted_bytes_sent"]
-                              for r in ranks), json.dumps(ranks))
-if WITH_RTL:
-    same_as_single("2 ranks, an RTL simulator each", 2, "0@r0:rtl?preset=small;1@r1:rtl?preset=small",
-                   "0@rtl:0?preset=small;1@rtl:1?preset=small", True)
+def traffic_as_predicted(name, j, gpu_to_gpu):
+    """Every rank sent what the plan predicts; `gpu_to_gpu(rank)` says how much of it went GPU to GPU."""
+    ranks = j.get("mpi", {}).get("ranks", [])
+    check(name, len(ranks) > 1 and sum(r["bytes_sent"] for r in ranks) > 0
+          and all(r["bytes_sent"] == r["predicted_bytes_sent"] and r["gpu_bytes_sent"] == gpu_to_gpu(r) for r in ranks),
+          json.dumps(ranks))
 
-r = mpirun(2, "--plan", "0@model:0;1@model:1", "--json")
-j = json.loads(r.stdout) if r.returncode == 0 else {}
-check("without rank prefixes the devices go round-robin over the ranks",
-      [x["devices"] for x in j.get("mpi", {}).get("ranks", [])] == [["r0:model:0"], ["r1:model:1"]], r.stderr)
 
-t0 = time.monotonic()
-r = mpirun(3, "--plan", "0@r0:model;1@r1:model?fault=stuck:1,1,20;2@r2:cpu", "--model", "random:3,64,4,100,32")
-took = time.monotonic() - t0
-check("a faulty device on rank 1 stops every rank with one message naming the rank, device and check",
-      r.returncode != 0 and r.stderr.count("failed its quick health check") == 1 and "r1:model" in r.stderr
-      and "faulty PE at row 1, column 1" in r.stderr and took < 60, f"{took:.1f} s\n{r.stderr}")
-# A rank that dies mid-run: mpirun ends the job and names the rank; nobody waits forever.
-job = subprocess.Popen([MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", TESSERA, "run", "--model",
-                        "random:12,768,12,50257,1024", "--plan", "0-5@r0:model;6-11@r1:model", "--batch", "8",
-                        "--seq", "32", "--microbatches", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-victim = None
-for _ in range(100):  # find rank 1 once it has started
-    time.sleep(0.1)
-    for pid in subprocess.run(["pgrep", "-f", "tessera run --model random:12"], capture_output=True,
-                              text=True).stdout.split():
-        try:
-            if b"OMPI_COMM_WORLD_RANK=1\0" in pathlib.Path(f"/proc/{pid}/environ").read_bytes():
-                victim = int(pid)
-        except OSError:
-            pass
+def cpu_checks():
+    j = same_as_single("2 ranks, two pipeline stages", 2, "0@r0:model:0;1@r1:model:1", "0@model:0;1@model:1", True)
+    traffic_as_predicted("2 ranks: measured traffic is what the plan predicts (activations once per microbatch, "
+                         "the logits once), none of it GPU to GPU", j, lambda r: 0)
+    j = same_as_single("2 ranks, one stage sharded over both", 2, "0-1@r0:model:0+r1:model:1", "0-1@model:0+model:1", True)
+    traffic_as_predicted("2 ranks, tensor parallel: two all-reduces per layer and microbatch, as predicted", j,
+                         lambda r: 0)
+    check("2 ranks, tensor parallel: the all-reduces are in the report", any(o["op"] == "allreduce" for o in j.get("ops", [])))
+    same_as_single("3 ranks, cpu then a stage over two model devices", 3, "0@r0:cpu;1@r1:model:1+r2:model:2",
+                   "0@cpu;1@model:1+model:2", True)
+    j = same_as_single("3 ranks, one stage sharded three ways", 3, "0-1@r0:model:0+r1:model:1+r2:model:2",
+                       "0-1@model:0+model:1+model:2", False)
+    ranks = j.get("mpi", {}).get("ranks", [])
+    check("3 ranks: measured traffic within 0.1% of the prediction",
+          len(ranks) == 3 and all(abs(r["bytes_sent"] - r["predicted_bytes_sent"]) <= 1e-3 * r["predicted_bytes_sent"]
+                                  for r in ranks), json.dumps(ranks))
+    if WITH_RTL:
+        same_as_single("2 ranks, an RTL simulator each", 2, "0@r0:rtl?preset=small;1@r1:rtl?preset=small",
+                       "0@rtl:0?preset=small;1@rtl:1?preset=small", True)
+
+    r = mpirun(2, "--plan", "0@model:0;1@model:1", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("without rank prefixes the devices go round-robin over the ranks",
+          [x["devices"] for x in j.get("mpi", {}).get("ranks", [])] == [["r0:model:0"], ["r1:model:1"]], r.stderr)
+
+    t0 = time.monotonic()
+    r = mpirun(3, "--plan", "0@r0:model;1@r1:model?fault=stuck:1,1,20;2@r2:cpu", "--model", "random:3,64,4,100,32")
+    took = time.monotonic() - t0
+    check("a faulty device on rank 1 stops every rank with one message naming the rank, device and check",
+          r.returncode != 0 and r.stderr.count("failed its quick health check") == 1 and "r1:model" in r.stderr
+          and "faulty PE at row 1, column 1" in r.stderr and took < 60, f"{took:.1f} s\n{r.stderr}")
+    # A device error mid-run (a bus error on an address the run reads, not the health check): that
+    # rank says so and aborts the job, while rank 0 waits for its logits.
+    t0 = time.monotonic()
+    r = mpirun(2, "--plan", "0@r0:model;1@r1:model?fault=slverr:0x40000")
+    took = time.monotonic() - t0
+    check("a device failing mid-run on rank 1 ends every rank at once with one message naming the rank and error",
+          r.returncode != 0 and r.stderr.count("tessera run: rank 1 of 2:") == 1 and "axi_rd" in r.stderr
+          and "MPI_ABORT" in r.stderr and took < 30, f"{took:.1f} s\n{r.stderr}")
+    # A rank that dies mid-run: mpirun ends the job and names the rank; nobody waits forever.
+    job = subprocess.Popen([MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", TESSERA, "run", "--model",
+                            "random:12,768,12,50257,1024", "--plan", "0-5@r0:model;6-11@r1:model", "--batch", "8",
+                            "--seq", "32", "--microbatches", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    for _ in range(100):  # find rank 1 once it has started
+        time.sleep(0.1)
+        for pid in subprocess.run(["pgrep", "-f", "tessera run --model random:12"], capture_output=True,
+                                  text=True).stdout.split():
+            try:
+                if b"OMPI_COMM_WORLD_RANK=1\0" in pathlib.Path(f"/proc/{pid}/environ").read_bytes():
+                    victim = int(pid)
+            except OSError:
+                pass
+        if victim:
+            break
+    time.sleep(2)
+    t0 = time.monotonic()
     if victim:
-        break
-time.sleep(2)
-t0 = time.monotonic()
-if victim:
-    subprocess.run(["kill", "-9", str(victim)])
-try:
-    out, err = job.communicate(timeout=60)
-except subprocess.TimeoutExpired:
-    job.kill()
-    out, err = job.communicate()
-check("a rank killed mid-run ends the whole job within seconds, the rank named",
-      victim is not None and job.returncode != 0 and "rank 1" in err and time.monotonic() - t0 < 30,
-      f"victim {victim}, rc {job.returncode}, {time.monotonic() - t0:.1f} s\n{err}")
+        subprocess.run(["kill", "-9", str(victim)])
+    try:
+        out, err = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, err = job.communicate()
+    check("a rank killed mid-run ends the whole job within seconds, the rank named",
+          victim is not None and job.returncode != 0 and "rank 1" in err and time.monotonic() - t0 < 30,
+          f"victim {victim}, rc {job.returncode}, {time.monotonic() - t0:.1f} s\n{err}")
 
-r = mpirun(2, "--plan", "0@r0:model;1@r2:model")
-check("a plan naming a rank the run does not have is bad input (exit 2)",
-      r.returncode == 2 and "is on rank 2, but the run has 2 processes" in r.stderr, r.stderr)
-r = single("--plan", "0@r0:model;1@r1:model")
-check("ranks in a single-process run: exit 2, saying to use mpirun", r.returncode == 2 and "mpirun" in r.stderr,
-      r.stderr)
-r = mpirun(2, "--plan", "0@r0:model;1@model")
-check("ranks on some devices only: exit 2", r.returncode == 2 and "every device names its rank" in r.stderr, r.stderr)
+    r = mpirun(2, "--plan", "0@r0:model;1@r2:model")
+    check("a plan naming a rank the run does not have is bad input (exit 2)",
+          r.returncode == 2 and "is on rank 2, but the run has 2 processes" in r.stderr, r.stderr)
+    r = single("--plan", "0@r0:model;1@r1:model")
+    check("ranks in a single-process run: exit 2, saying to use mpirun", r.returncode == 2 and "mpirun" in r.stderr,
+          r.stderr)
+    r = mpirun(2, "--plan", "0@r0:model;1@model")
+    check("ranks on some devices only: exit 2", r.returncode == 2 and "every device names its rank" in r.stderr, r.stderr)
+    j = same_as_single("2 ranks, a GPU not present (projected) then a model device", 2, "0@r0:cuda:0;1@r1:model",
+                       "0@cuda:0;1@model", True)
+    traffic_as_predicted("without a GPU nothing goes GPU to GPU", j, lambda r: 0)
 
+
+def gpu_checks():
+    smi = shutil.which("nvidia-smi")
+    gpus = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.count("GPU ") if smi else 0
+    if gpus == 0:
+        print("no NVIDIA GPU here (nvidia-smi lists none)")
+        sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU") else 77)  # gpu-check requires one
+    for precision in ("fp32", "int8"):
+        j = same_as_single(f"2 ranks, a GPU ({precision}) then a model device, over MPI", 2,
+                           f"0@r0:cuda:0?precision={precision};1@r1:model", f"0@cuda:0?precision={precision};1@model",
+                           True)
+        traffic_as_predicted(f"{precision}: a GPU rank next to a model rank sends over MPI", j, lambda r: 0)
+    if gpus < 2:
+        print(f"NCCL checks skipped: they need two GPUs (NCCL gives each rank its own), this machine has {gpus}")
+        return
+    for precision in ("fp32", "int8"):
+        dev = f"?precision={precision}"
+        j = same_as_single(f"2 ranks, a stage sharded over two GPUs ({precision}), all-reduce through NCCL", 2,
+                           f"0-1@r0:cuda:0{dev}+r1:cuda:1{dev}", f"0-1@cuda:0{dev}+cuda:1{dev}", True)
+        traffic_as_predicted(f"{precision}: tensor-parallel GPU ranks send all of it GPU to GPU", j,
+                             lambda r: r["bytes_sent"])
+        j = same_as_single(f"2 ranks, a pipeline stage per GPU ({precision}), activations through NCCL", 2,
+                           f"0@r0:cuda:0{dev};1@r1:cuda:1{dev}", f"0@cuda:0{dev};1@cuda:1{dev}", True)
+        # Rank 0 sends the activations GPU to GPU; rank 1 sends the logits to rank 0 over MPI.
+        traffic_as_predicted(f"{precision}: pipelined GPU ranks send the activations GPU to GPU", j,
+                             lambda r: r["bytes_sent"] if r["rank"] == 0 else 0)
+
+
+gpu_checks() if GPU else cpu_checks()
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,7 +1,8 @@
 // The processes of a multi-process run and the traffic between them. The pipeline moves
 // activations between stages on different ranks with send/recv and sums the tensor-parallel
 // partial results (and the logits) of a stage's ranks with allreduce_sum; MPI provides them
-// (make_mpi_comm). A single-process run has no Comm at all.
+// (make_mpi_comm), and NCCL between ranks that each run on one GPU, where the build has it.
+// A single-process run has no Comm at all.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@ namespace tessera {
 // What a rank spent on communication.
 struct CommStats {
   uint64_t bytes_sent = 0, bytes_received = 0, messages = 0;
+  uint64_t gpu_bytes_sent = 0;  // of bytes_sent, what went GPU to GPU (NCCL)
   double seconds = 0;
 };
 
@@ -23,13 +25,16 @@ class Comm {
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string library() const = 0;  // e.g. "Open MPI 4.1.4"
-  // Activations from one rank to another; `tag` tells concurrent transfers apart.
-  virtual void send(std::span<const float> data, int to, int tag) = 0;
-  virtual void recv(std::span<float> data, int from, int tag) = 0;
-  // A group of ranks (ascending) for collectives. Every rank calls it, in the same order; the id
-  // it returns is for the members' use.
-  virtual int group(const std::vector<int>& ranks) = 0;
+  virtual std::string library() const = 0;  // e.g. "Open MPI 4.1.4 and NCCL 2.28.9"
+  // A group of ranks (ascending) for collectives and transfers. Every rank calls it, in the same
+  // order; the id it returns is for the members' use. `gpu` >= 0 says that every member runs on
+  // one GPU, this rank's being CUDA device `gpu`: the group's traffic then goes GPU to GPU (NCCL)
+  // where the build has it.
+  virtual int group(const std::vector<int>& ranks, int gpu) = 0;
+  // Activations from one rank to another, within `group` (both are members) or, with -1, over MPI;
+  // `tag` tells concurrent MPI transfers apart (within a group, transfers arrive in order).
+  virtual void send(std::span<const float> data, int to, int tag, int group) = 0;
+  virtual void recv(std::span<float> data, int from, int tag, int group) = 0;
   // Element-wise sum over the ranks of a group, left in each of them; only the members call it.
   virtual void allreduce_sum(std::span<float> data, int group) = 0;
   // Every rank's text, in rank order, on every rank.

@@ -7,6 +7,7 @@
 #include <deque>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,6 +98,7 @@ struct Shard {
   MatmulBackend* backend = nullptr;  // null for a shard another rank runs
   uint32_t head_begin = 0, heads = 0, mlp_begin = 0, mlp = 0, vocab_begin = 0, vocab = 0;
   int rank = 0;                      // the process that runs it (multi-process runs)
+  int gpu = -1;                      // its CUDA device, where it runs on a real GPU (known on every rank)
 };
 
 struct StageShards {
@@ -130,7 +132,9 @@ struct OpRecord {
 // With a Comm, every rank builds the same pipeline and runs the shards whose rank is its own (the
 // others have no backend): a stage's ranks sum their partial results with allreduce_sum, the
 // lowest rank of a stage sends each microbatch's activations to the next stage's ranks that do not
-// have them, and the logits come to rank 0.
+// have them, and the logits come to rank 0. Ranks that each run a single shard on a GPU move their
+// activations GPU to GPU (Comm::group with a gpu): a stage's all-reduce when every rank of the stage
+// is one, and a transfer between stages when both ends are.
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
@@ -171,6 +175,8 @@ class Pipeline {
   Comm* comm_ = nullptr;
   std::vector<std::vector<int>> members_;                  // [stage]: its ranks, ascending
   std::vector<int> groups_;                                // [stage]: its Comm group, where it spans ranks
+  std::map<std::pair<size_t, int>, int> links_;            // (stage, rank of the next): a GPU-to-GPU group
+  int link(size_t stage, int to) const;                    // the group for stage's activations to `to`, or -1
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
 };
