@@ -40,7 +40,7 @@ struct Devices {
   std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
   std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
-  std::map<std::string, int> gpus;                  // GPUs present: their CUDA device
+  std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
 
   // How a device's time is known: measured, from its cycles, or projected.
   std::string time_kind(const std::string& device) const {
@@ -59,7 +59,7 @@ struct Devices {
           // A GPU that is there is measured; one that is not is computed on the host and projected.
           std::string why_not;
           if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
-            gpus[d.label] = static_cast<int>(d.gpu_index);
+            gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
             backends.push_back(std::move(gpu));
           } else {
             const GpuPeaks& peaks = gpu_peaks(d.gpu);
@@ -277,7 +277,7 @@ namespace {
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
   std::vector<std::string> failures;
   Devices devs(ra.plan, ra, me, comm ? &failures : nullptr);
-  std::map<std::string, int> gpus = devs.gpus;  // every rank's
+  std::map<std::string, std::pair<int, std::string>> gpus = devs.gpus;  // every rank's
   if (comm) {
     // Every rank hears of every failed health check before any starts, and stops; and of the GPUs
     // that are there, which can talk GPU to GPU.
@@ -287,6 +287,10 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
       for (const std::string& f : j[0].get<std::vector<std::string>>()) all += "\n  " + f;
       for (const auto& [label, gpu] : j[1].items()) gpus[label] = gpu;
     }
+    // NCCL takes a GPU per rank: devices that share one (the same UUID) stay on MPI.
+    std::map<std::string, int> sharing;
+    for (const auto& [label, gpu] : gpus) ++sharing[gpu.second];
+    std::erase_if(gpus, [&](const auto& g) { return g.second.second.empty() || sharing[g.second.second] > 1; });
     if (!all.empty()) {
       if (me == 0) std::cerr << fmt::format("tessera run: devices failed on this run's ranks, nothing ran:{}\n", all);
       return 1;
@@ -297,7 +301,7 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
     StageShards s{st.first, st.last, {}};
     for (const auto& d : st.devices)
       s.shards.push_back({d.rank == me ? devs.by_spec.at(d.label) : nullptr, d.head_begin, d.heads, d.mlp_begin, d.mlp,
-                          d.vocab_begin, d.vocab, d.rank, gpus.count(d.label) ? gpus.at(d.label) : -1});
+                          d.vocab_begin, d.vocab, d.rank, gpus.count(d.label) ? gpus.at(d.label).first : -1});
     stages.push_back(std::move(s));
   }
   Pipeline pipeline(model, stages, comm);

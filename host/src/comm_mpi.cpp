@@ -64,6 +64,8 @@ class MpiComm final : public Comm {
       std::string id = rank_ == ranks.front() ? NcclGroup::unique_id() : std::string();
       id.resize(NcclGroup::kIdBytes);
       check(MPI_Bcast(id.data(), NcclGroup::kIdBytes, MPI_CHAR, 0, g.mpi), "MPI_Bcast");
+      // Every member has the id before any blocks in NCCL's init (a broadcast may still be in flight).
+      check(MPI_Barrier(g.mpi), "MPI_Barrier");
       g.nccl = std::make_unique<NcclGroup>(id, member_index(g, rank_), static_cast<int>(ranks.size()), gpu);
     }
 #else

@@ -368,6 +368,14 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precisi
   return std::make_unique<CudaBackend>(index, precision, std::move(name));
 }
 
+std::string gpu_uuid(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return {};
+  std::string hex;
+  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+}
+
 }  // namespace tessera
 
 #else
@@ -378,6 +386,8 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int, GpuPrecision, std::string,
   why_not = "this build has no CUDA backend (the CUDA toolkit was not found when it was configured)";
   return nullptr;
 }
+
+std::string gpu_uuid(int) { return {}; }
 
 }  // namespace tessera
 

@@ -32,12 +32,22 @@ struct NcclGroup::State {
   float* buffer = nullptr;  // the staging area on the GPU
   size_t capacity = 0;      // in floats
 
+  ~State() {
+    cudaSetDevice(gpu);
+    if (comm) {
+      ncclCommFinalize(comm);  // flushes, with the other members, before the local free
+      ncclCommDestroy(comm);
+    }
+    if (buffer) cudaFree(buffer);
+    if (stream) cudaStreamDestroy(stream);
+  }
   // The calling thread on this group's GPU, with room for `n` floats.
   float* staging(size_t n) {
     check(cudaSetDevice(gpu), "cudaSetDevice");
     if (n > capacity) {
       if (buffer) check(cudaFree(buffer), "cudaFree");
       buffer = nullptr;
+      capacity = 0;
       check(cudaMalloc(&buffer, n * sizeof(float)), "cudaMalloc");
       capacity = n;
     }
@@ -69,12 +79,7 @@ NcclGroup::NcclGroup(const std::string& id, int rank, int size, int gpu) : s_(st
   check(ncclCommInitRank(&s_->comm, size, uid, rank), "ncclCommInitRank");
 }
 
-NcclGroup::~NcclGroup() {
-  cudaSetDevice(s_->gpu);
-  if (s_->comm) ncclCommDestroy(s_->comm);
-  if (s_->buffer) cudaFree(s_->buffer);
-  if (s_->stream) cudaStreamDestroy(s_->stream);
-}
+NcclGroup::~NcclGroup() = default;
 
 void NcclGroup::allreduce_sum(std::span<float> data) {
   float* d = s_->staging(data.size());

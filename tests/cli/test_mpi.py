@@ -160,6 +160,8 @@ def cpu_checks():
 def gpu_checks():
     smi = shutil.which("nvidia-smi")
     gpus = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.count("GPU ") if smi else 0
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:  # what CUDA lets this process see
+        gpus = min(gpus, len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]))
     if gpus == 0:
         print("no NVIDIA GPU here (nvidia-smi lists none)")
         sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU") else 77)  # gpu-check requires one
@@ -170,6 +172,9 @@ def gpu_checks():
         traffic_as_predicted(f"{precision}: a GPU rank next to a model rank sends over MPI", j, lambda r: 0)
     if gpus < 2:
         print(f"NCCL checks skipped: they need two GPUs (NCCL gives each rank its own), this machine has {gpus}")
+        return
+    if "NCCL" not in j.get("mpi", {}).get("library", ""):
+        print("NCCL checks skipped: this build has no NCCL (GPU ranks talk over MPI)")
         return
     for precision in ("fp32", "int8"):
         dev = f"?precision={precision}"

@@ -20,4 +20,7 @@ namespace tessera {
 std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
                                                  std::string& why_not);
 
+// GPU `index`'s UUID in hex, the same wherever it is seen from (empty where it cannot be had).
+std::string gpu_uuid(int index);
+
 }  // namespace tessera
