@@ -33,7 +33,7 @@ class MpiComm final : public Comm {
   ~MpiComm() override {
     for (Group& g : groups_) {
 #ifdef TESSERA_WITH_NCCL
-      g.nccl.reset();
+      g.nccl.reset();  // before MPI_Finalize: every rank finalizes its NCCL groups in the same order
 #endif
       if (g.mpi != MPI_COMM_NULL) MPI_Comm_free(&g.mpi);
     }

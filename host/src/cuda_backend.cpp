@@ -16,19 +16,18 @@
 
 #include <fmt/format.h>
 
+#include "cuda_error.hpp"
 #include "cuda_kernels.hpp"
 #include "tessera/driver.hpp"
 
 namespace tessera {
 
-namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw driver::DeviceError(fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
-}
-void check(cublasStatus_t s, const char* what) {
+// Next to check(cudaError_t) in this namespace, so that both overloads are found from below.
+static void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw driver::DeviceError(fmt::format("cuBLAS {}: {}", what, cublasGetStatusString(s)));
 }
+
+namespace {
 
 uint32_t round_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 

@@ -1,6 +1,5 @@
 #include "nccl_group.hpp"
 
-#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -8,22 +7,15 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver.hpp"
+#include "cuda_error.hpp"
 
 namespace tessera {
 
-namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw driver::DeviceError(fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
-}
-void check(ncclResult_t r, const char* what) {
+static void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw driver::DeviceError(fmt::format("NCCL {}: {}", what, ncclGetErrorString(r)));
 }
 
 static_assert(NcclGroup::kIdBytes == sizeof(ncclUniqueId::internal));
-
-}  // namespace
 
 struct NcclGroup::State {
   ncclComm_t comm = nullptr;

@@ -69,11 +69,11 @@ def same_as_single(name, n, multi_plan, single_plan, identical, extra=()):
 
 
 def traffic_as_predicted(name, j, gpu_to_gpu):
-    """Every rank sent what the plan predicts; `gpu_to_gpu(rank)` says how much of it went GPU to GPU."""
+    """Each of the two ranks sent something, all of it as the plan predicts; `gpu_to_gpu(rank)` says how
+    much of it went GPU to GPU."""
     ranks = j.get("mpi", {}).get("ranks", [])
-    check(name, len(ranks) > 1 and sum(r["bytes_sent"] for r in ranks) > 0
-          and all(r["bytes_sent"] == r["predicted_bytes_sent"] and r["gpu_bytes_sent"] == gpu_to_gpu(r) for r in ranks),
-          json.dumps(ranks))
+    check(name, len(ranks) == 2 and all(r["bytes_sent"] == r["predicted_bytes_sent"] > 0
+                                        and r["gpu_bytes_sent"] == gpu_to_gpu(r) for r in ranks), json.dumps(ranks))
 
 
 def cpu_checks():
@@ -114,7 +114,7 @@ def cpu_checks():
     took = time.monotonic() - t0
     check("a device failing mid-run on rank 1 ends every rank at once with one message naming the rank and error",
           r.returncode != 0 and r.stderr.count("tessera run: rank 1 of 2:") == 1 and "axi_rd" in r.stderr
-          and "MPI_ABORT" in r.stderr and took < 30, f"{took:.1f} s\n{r.stderr}")
+          and took < 30, f"{took:.1f} s\n{r.stderr}")  # (mpirun's own MPI_ABORT banner is not always printed)
     # A rank that dies mid-run: mpirun ends the job and names the rank; nobody waits forever.
     job = subprocess.Popen([MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", TESSERA, "run", "--model",
                             "random:12,768,12,50257,1024", "--plan", "0-5@r0:model;6-11@r1:model", "--batch", "8",

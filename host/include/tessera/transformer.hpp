@@ -162,6 +162,7 @@ class Pipeline {
   bool local(const Shard& sh) const { return !comm_ || sh.rank == comm_->rank(); }
   bool member(size_t stage) const;  // whether this process runs part of the stage
   int leader(size_t stage) const { return members_[stage].front(); }
+  int link(size_t stage, int to) const;  // the group that carries stage's activations to `to`, or -1 (MPI)
   // A communication of a stage, timed and logged.
   void communicate(size_t stage, uint32_t microbatch, const char* op, uint64_t bytes, std::vector<OpRecord>& log,
                    const std::function<void()>& fn);
@@ -176,7 +177,6 @@ class Pipeline {
   std::vector<std::vector<int>> members_;                  // [stage]: its ranks, ascending
   std::vector<int> groups_;                                // [stage]: its Comm group, where it spans ranks
   std::map<std::pair<size_t, int>, int> links_;            // (stage, rank of the next): a GPU-to-GPU group
-  int link(size_t stage, int to) const;                    // the group for stage's activations to `to`, or -1
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
 };
