@@ -56,9 +56,11 @@ struct Devices {
         if (d.kind == "cpu") {
           backends.push_back(std::make_unique<CpuBackend>());
         } else if (d.kind == "cuda") {
-          // A GPU that is there is measured; one that is not is computed on the host and projected.
-          std::string why_not;
-          if (auto gpu = make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
+          // A GPU that is there is measured; one that is not (or one asked to be projected) is
+          // computed on the host and projected.
+          std::string why_not = "projected=1 asks for a projection";
+          if (auto gpu = d.projected ? nullptr
+                                     : make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
             gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
             backends.push_back(std::move(gpu));
           } else {

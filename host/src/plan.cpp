@@ -94,8 +94,9 @@ Plan Plan::parse(const std::string& text) {
       if (d.kind == "cpu") {
         if (d.spec != "cpu") throw std::invalid_argument(fmt::format("plan '{}': the cpu device takes no index or options", text));
       } else if (d.kind == "cuda") {
-        // cuda[:i][?gpu=NAME&precision=P]: NAME picks the published peaks used where no GPU is
-        // present; P is the GEMMs' precision.
+        // cuda[:i][?gpu=NAME&precision=P&projected=1]: NAME picks the published peaks used where no
+        // GPU is present (or where projected=1 asks for a projection even though one is); P is the
+        // GEMMs' precision.
         std::string base = d.spec;
         if (const size_t q = base.find('?'); q != std::string::npos) {
           for (const std::string& opt : split(base.substr(q + 1), '&')) {
@@ -104,9 +105,12 @@ Plan Plan::parse(const std::string& text) {
               gpu_peaks(d.gpu);  // throws for an unknown GPU
             } else if (opt.starts_with("precision=")) {
               d.precision = parse_gpu_precision(opt.substr(10));
+            } else if (opt == "projected=1" || opt == "projected=0") {
+              d.projected = opt.back() == '1';
             } else {
-              throw std::invalid_argument(
-                  fmt::format("plan '{}': cuda takes the options gpu=NAME and precision=fp32|bf16|int8, not '{}'", text, opt));
+              throw std::invalid_argument(fmt::format(
+                  "plan '{}': cuda takes the options gpu=NAME, precision=fp32|bf16|int8 and projected=0|1, not '{}'", text,
+                  opt));
             }
           }
           base = base.substr(0, q);

@@ -136,6 +136,12 @@ check("devices --json: exit 0 and schema_version 1", r.returncode == 0 and j.get
 kinds = {d["kind"]: d for d in j.get("devices", [])}
 check("devices: lists model, rtl, xdma, cpu, cuda", {"model", "rtl", "xdma", "cpu", "cuda"} <= kinds.keys())
 check("devices: model available with its array", kinds.get("model", {}).get("array") == [16, 16])
+gpus = [d for d in j.get("devices", []) if d["kind"] == "cuda"]
+check("devices: each GPU with its name, memory, compute capability and UUID, or one absent entry with the reason",
+      gpus and (all(d["available"] and d["name"] and d["mem_bytes"] > 0 and d["compute_capability"] and len(d["uuid"]) == 32
+                    for d in gpus) or (len(gpus) == 1 and not gpus[0]["available"] and "GPU" in gpus[0]["reason"])
+                or (len(gpus) == 1 and not gpus[0]["available"] and "no CUDA backend" in gpus[0]["reason"])), gpus)
+GPU_PRESENT = any(d["available"] for d in gpus)
 check("devices: no FPGA card here, said plainly", kinds.get("xdma", {}).get("available") is False
       and "card" in kinds.get("xdma", {}).get("reason", ""))
 if WITH_RTL:
@@ -191,22 +197,28 @@ with tempfile.TemporaryDirectory() as d:
           r.returncode == 0 and {"cpu", "model:0", "model:1"} <= names and len(slices) > 10
           and any("cycles" in e["args"] for e in slices) and all(e["dur"] >= 0 for e in slices)
           and {"dma", "compute"} <= {e.get("cat") for e in slices}, r.stderr)
-r = run("run", "--plan", "0@model;1@cuda:0?gpu=a100", "--json")
+r = run("run", "--plan", "0@model;1@cuda:0?gpu=a100&projected=1", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 gpu = [o for o in j.get("ops", []) if o["device"].startswith("cuda")]
-check("run: with no GPU, GPU rows are labelled projected, never measured",
+check("run: a projected GPU's rows are labelled projected, never measured",
       r.returncode == 0 and gpu and all(o["time"] == "projected" and o["seconds"] > 0 for o in gpu), r.stderr)
+r = run("run", "--plan", "0@model;1@cuda:0", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+gpu = [o for o in j.get("ops", []) if o["device"].startswith("cuda")]
+want = "measured" if GPU_PRESENT else "projected"
+check(f"run: cuda:0 is {want} where `devices` says a GPU is {'present' if GPU_PRESENT else 'absent'}",
+      r.returncode == 0 and gpu and all(o["time"] == want for o in gpu), r.stderr)
 with tempfile.TemporaryDirectory() as d:
-    # Where no GPU is present, an int8 GPU is computed with the accelerator's quantization: the same
-    # logits, bit for bit, as the model device gives.
-    r = run("run", "--plan", "0-1@cuda:0?precision=int8", "--json", "--dump", f"{d}/gpu")
+    # A projected int8 GPU is computed with the accelerator's quantization: the same logits, bit for
+    # bit, as the model device gives.
+    r = run("run", "--plan", "0-1@cuda:0?precision=int8&projected=1", "--json", "--dump", f"{d}/gpu")
     q = run("run", "--plan", "0-1@model", "--dump", f"{d}/accel")
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     same = r.returncode == 0 and q.returncode == 0 and \
         read_npy(f"{d}/gpu/logits.npy")[1] == read_npy(f"{d}/accel/logits.npy")[1]
     ops = {(o["device"], o["op"]) for o in j.get("ops", [])}
     check("run: an int8 GPU row gives the accelerator's int8 logits and runs LayerNorm on the GPU",
-          same and j["numerics"]["rel_l2"] > 0 and ("cuda:0?precision=int8", "layernorm") in ops
+          same and j["numerics"]["rel_l2"] > 0 and ("cuda:0?precision=int8&projected=1", "layernorm") in ops
           and ("host", "softmax") not in ops, r.stderr + q.stderr)
 r = run("run", "--plan", "0-1@cuda:0?precision=fp8")
 check("run: an unknown GPU precision is bad input", r.returncode == 2 and "fp32, bf16 or int8" in r.stderr, r.stderr)
