@@ -3,17 +3,24 @@
 //  - the cpu backend (OpenBLAS) against a plain reference (the same forward pass with naive
 //    triple-loop matrix products), tokens per second, on the tiny model and a GPT-2-small layer;
 //  - the tiny model in int8 on a device (default rtl): wall time and simulated cycles per second;
-//  - utilization per op type on GPT-2-small shapes (one layer, 128 tokens) on the model backend.
+//  - utilization per op type on GPT-2-small shapes (one layer, 128 tokens) on the model backend;
+//  - with --gpu, GEMM throughput on GPU 0 at GPT-2-small's linear shapes in each precision, against
+//    the GPU's published peak (the only part that runs alone with --gpu-only).
 //
-//   tessera-bench-runtime [--device rtl] [--skip-device]
+//   tessera-bench-runtime [--device rtl] [--skip-device] [--gpu | --gpu-only]
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <random>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
 #include "tessera/accel_backend.hpp"
+#include "tessera/cuda_backend.hpp"
+#include "tessera/gpu_projection.hpp"
 #include "tessera/transformer.hpp"
 
 namespace po = boost::program_options;
@@ -64,13 +71,70 @@ void cpu_vs_plain(const std::string& label, const Gpt2Model& m, uint32_t batch, 
              compare_logits(a, b, m.cfg.vocab).rel_l2);
 }
 
+// The linear layers of GPT-2 small at m tokens on GPU 0, in each precision: the median over 20 calls
+// of the backend's compute phase (the GEMM with its packing and epilogue; weights resident,
+// activations' transfers left out), as TFLOP/s and as a fraction of the GPU's published dense peak
+// for that precision. Returns false where there is no GPU.
+bool gpu_gemms() {
+  std::string why_not;
+  const auto gpus = list_gpus(why_not);
+  if (gpus.empty()) {
+    fmt::print("GPU GEMMs: not run: {}\n", why_not);
+    return false;
+  }
+  std::string name = gpus[0].name;  // "NVIDIA H200": the peaks of the GPU it names, where known
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  const GpuPeaks* peaks = nullptr;
+  for (const char* known : {"h200", "h100", "a100"})
+    if (name.find(known) != std::string::npos) peaks = &gpu_peaks(known);
+  fmt::print("GEMM throughput on cuda:0 ({}), compute phase, median of 20 calls{}:\n", gpus[0].name,
+             peaks ? fmt::format(", against the {}", peaks->description) : "");
+  struct Shape {
+    const char* op;
+    uint32_t in, out;
+  };
+  const Shape shapes[] = {{"qkv", 768, 2304}, {"attn_proj", 768, 768}, {"mlp_up", 768, 3072},
+                          {"mlp_down", 3072, 768}, {"logits", 768, 50257}};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  for (GpuPrecision precision : {GpuPrecision::kFp32, GpuPrecision::kBf16, GpuPrecision::kInt8}) {
+    auto gpu = make_cuda_backend(0, precision, "cuda:0", why_not);
+    if (!gpu) throw std::runtime_error(why_not);
+    for (const Shape& sh : shapes) {
+      Linear w{sh.in, sh.out, std::vector<float>(uint64_t{sh.in} * sh.out), std::vector<float>(sh.out)};
+      for (float& v : w.w) v = dist(rng);
+      for (uint32_t m : {1u, 16u, 128u, 1024u, 8192u}) {
+        std::vector<float> x(uint64_t{m} * sh.in), y(uint64_t{m} * sh.out);
+        for (float& v : x) v = dist(rng);
+        gpu->linear(x.data(), m, w, y.data());  // warm-up: weights resident, kernels loaded
+        gpu->take_phases();
+        std::vector<double> times;
+        for (int rep = 0; rep < 20; ++rep) {
+          gpu->linear(x.data(), m, w, y.data());
+          double t = 0;
+          for (const Phase& ph : gpu->take_phases()) t += ph.track == "compute" ? ph.seconds : 0;
+          times.push_back(t);
+        }
+        std::nth_element(times.begin(), times.begin() + 10, times.end());
+        const double tflops = 2.0 * m * sh.in * sh.out / times[10] / 1e12;
+        fmt::print("  {:<5} {:<10} m {:>5}  {:>8.1f} us  {:>8.2f} TFLOP/s{}\n", to_string(precision), sh.op, m,
+                   times[10] * 1e6, tflops,
+                   peaks ? fmt::format("  {:5.1f}% of peak", 100 * tflops * 1e12 / peaks->peak(precision)) : "");
+      }
+      gpu->release(w);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string device = "rtl";
   po::options_description opts("tessera-bench-runtime: the host runtime's benchmark figures");
   opts.add_options()("help,h", "this text")("device", po::value(&device)->default_value(device),
-                                            "device for the tiny model in int8")("skip-device", "no device run");
+                                            "device for the tiny model in int8")("skip-device", "no device run")(
+      "gpu", "also GEMM throughput on GPU 0")("gpu-only", "only GEMM throughput on GPU 0");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -84,6 +148,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+    if (vm.count("gpu-only")) return gpu_gemms() ? 0 : 1;
     fmt::print("cpu backend (OpenBLAS sgemm) against plain triple-loop matrix products, same forward pass:\n");
     const Gpt2Model tiny = Gpt2Model::tiny(1);
     cpu_vs_plain("tiny model, 8 x 128 tokens", tiny, 8, 128);
@@ -119,6 +184,10 @@ int main(int argc, char** argv) {
       fmt::print("  {:<10} {:>12} MACs {:>10} cycles  utilization {:.3f}\n", op, c.macs, c.cycles,
                  double(c.macs) / double(c.cycles * cfg.rows * cfg.cols));
     fmt::print("  wall time of the layer with its logits on the model backend: {:.2f} s\n", t);
+    if (vm.count("gpu")) {
+      fmt::print("\n");
+      gpu_gemms();
+    }
   } catch (const std::exception& e) {
     std::cerr << "tessera-bench-runtime: " << e.what() << "\n";
     return 1;

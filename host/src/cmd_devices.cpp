@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "tessera/cuda_backend.hpp"
 #include "tessera/driver.hpp"
 
 namespace po = boost::program_options;
@@ -56,6 +57,22 @@ std::vector<nlohmann::json> probe_xdma() {
   return cards;
 }
 
+// One entry per GPU the CUDA runtime shows; one "absent" entry with the reason when there is none.
+std::vector<nlohmann::json> probe_gpus() {
+  std::string why_not;
+  const auto gpus = list_gpus(why_not);
+  if (gpus.empty())
+    return {{{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
+             {"reason", why_not + "; a plan may still name cuda:i[?gpu=h100|h200|a100]: its share is computed on the "
+                                  "host and its time projected from that GPU's published peaks"}}};
+  std::vector<nlohmann::json> list;
+  for (const auto& g : gpus)
+    list.push_back({{"spec", fmt::format("cuda:{}", g.index)}, {"kind", "cuda"}, {"available", true},
+                    {"name", g.name}, {"mem_bytes", g.memory_bytes},
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}, {"uuid", g.uuid}});
+  return list;
+}
+
 }  // namespace
 
 int devices(const std::vector<std::string>& args) {
@@ -79,9 +96,7 @@ int devices(const std::vector<std::string>& args) {
   }
   list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
                   {"threads", std::thread::hardware_concurrency()}});
-  list.push_back({{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
-                  {"reason", "no CUDA backend in this build yet; a plan may still name cuda:i[?gpu=h100|h200|a100]: its share "
-                             "is computed on the host and its time projected from that GPU's published peaks"}});
+  for (auto& x : probe_gpus()) list.push_back(x);
 
   if (vm.count("json")) {
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";
@@ -96,6 +111,10 @@ int devices(const std::vector<std::string>& args) {
                             d["array"][0].get<int>(), d["array"][1].get<int>(), d["k_max"].get<int>(),
                             d["axi_bytes"].get<int>() * 8, d["mem_bytes"].get<uint64_t>() >> 20,
                             d.contains("presets") ? "; presets: " + d["presets"].dump() : "");
+    else if (d["available"].get<bool>() && d.contains("uuid"))
+      details = fmt::format("{}, {} MiB, compute capability {}, UUID {}", d["name"].get<std::string>(),
+                            d["mem_bytes"].get<uint64_t>() >> 20, d["compute_capability"].get<std::string>(),
+                            d["uuid"].get<std::string>());
     else if (d["available"].get<bool>())
       details = fmt::format("{} hardware threads", d["threads"].get<unsigned>());
     else

@@ -6,11 +6,16 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -29,37 +34,63 @@ static void check(cublasStatus_t s, const char* what) {
 
 namespace {
 
-uint32_t round_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
+// cuBLAS and cuBLASLt take sizes and leading dimensions as int (or int64): every one passed to them
+// is checked to fit an int.
+int as_int(uint64_t v, const char* what) {
+  if (v > static_cast<uint64_t>(INT_MAX))
+    throw driver::DeviceError(fmt::format("CUDA backend: {} = {} is more than cuBLAS takes", what, v));
+  return static_cast<int>(v);
+}
 
-// Device memory that frees itself.
-class DeviceBuffer {
+// v rounded up to a multiple of 16: the int8 GEMM's padding (cuBLASLt's integer kernels want
+// sizes and leading dimensions that are multiples of 4; 16 keeps every packed row 16-byte aligned).
+uint32_t pad16(uint32_t v, const char* what) {
+  return static_cast<uint32_t>(as_int((uint64_t{v} + 15) / 16 * 16, what));
+}
+
+// Memory that frees itself: on the device (cudaMalloc) or pinned on the host (cudaMallocHost, which
+// the GPU copies to and from asynchronously, at full speed).
+struct OnDevice {
+  static constexpr const char* kAlloc = "cudaMalloc";
+  static cudaError_t alloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void dealloc(void* p) { cudaFree(p); }
+};
+struct PinnedHost {
+  static constexpr const char* kAlloc = "cudaMallocHost";
+  static cudaError_t alloc(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void dealloc(void* p) { cudaFreeHost(p); }
+};
+
+template <class Kind>
+class Memory {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) check(cudaMalloc(&p_, bytes), "cudaMalloc");
+  Memory() = default;
+  explicit Memory(size_t bytes) {
+    if (bytes) check(Kind::alloc(&p_, bytes), Kind::kAlloc);
+    bytes_ = bytes;
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Memory(Memory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Memory& operator=(Memory&& o) noexcept {
     std::swap(p_, o.p_);
     std::swap(bytes_, o.bytes_);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
+  ~Memory() {
+    if (p_) Kind::dealloc(p_);
   }
+  // The start of the allocation: cudaMalloc aligns it to 256 bytes, as cuBLASLt's algorithms assume.
   template <class T>
   T* as() const {
     return static_cast<T*>(p_);
   }
-  // At least `bytes` long; what it held is not kept when it grows.
-  void reserve(size_t bytes) {
-    if (bytes > bytes_) *this = DeviceBuffer(bytes);
-  }
+  size_t bytes() const { return bytes_; }
 
  private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
+using DeviceBuffer = Memory<OnDevice>;
+using PinnedBuffer = Memory<PinnedHost>;
 
 // A left operand A[m, k] on the device: element (i, kk) at p[i * ld + kk].
 struct LeftView {
@@ -85,41 +116,71 @@ struct ResidentLinear {
   RightOperand b;
 };
 
+// CUDA, cuBLAS and cuBLASLt handles that destroy themselves.
 template <class T, auto Destroy>
 struct Deleter {
   void operator()(T p) const { Destroy(p); }
 };
-using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
-                                   Deleter<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
-using Layout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,
-                               Deleter<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>;
-using Preference = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
-                                   Deleter<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>;
+template <class Handle, auto Destroy>
+using Owned = std::unique_ptr<std::remove_pointer_t<Handle>, Deleter<Handle, Destroy>>;
+using Stream = Owned<cudaStream_t, cudaStreamDestroy>;
+using Event = Owned<cudaEvent_t, cudaEventDestroy>;
+using Blas = Owned<cublasHandle_t, cublasDestroy>;
+using BlasLt = Owned<cublasLtHandle_t, cublasLtDestroy>;
+using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
+// What create(&handle) makes (its status checked and named `what`), owned from the moment it exists.
+template <class Owner, class Create>
+Owner make(Create&& create, const char* what) {
+  typename Owner::pointer raw = nullptr;
+  check(create(&raw), what);
+  return Owner(raw);
+}
 
 Layout layout(cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
-  cublasLtMatrixLayout_t l = nullptr;
-  check(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
-  return Layout(l);
+  return make<Layout>([&](cublasLtMatrixLayout_t* l) { return cublasLtMatrixLayoutCreate(l, type, rows, cols, ld); },
+                      "cublasLtMatrixLayoutCreate");
 }
+
+// One int8 GEMM shape's cuBLASLt set-up: made once per shape, then reused.
+struct LtPlan {
+  MatmulDesc desc;
+  Layout b, a, c;
+  cublasLtMatmulAlgo_t algo{};
+};
 
 using Clock = std::chrono::steady_clock;
 
+Clock::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
 class CudaBackend final : public MatmulBackend {
  public:
+  // Each handle is owned by a member as soon as it is made: a throw part way releases what was made.
   CudaBackend(int index, GpuPrecision precision, std::string name)
       : index_(index), precision_(precision), name_(std::move(name)) {
     check(cudaSetDevice(index), "cudaSetDevice");
-    check(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    check(cublasCreate(&blas_), "cublasCreate");
-    check(cublasSetStream(blas_, stream_), "cublasSetStream");
-    check(cublasLtCreate(&lt_), "cublasLtCreate");
-    scratch_[kWorkspace].reserve(kWorkspaceBytes);
+    stream_ = make<Stream>([](cudaStream_t* s) { return cudaStreamCreate(s); }, "cudaStreamCreate");
+    blas_ = make<Blas>([](cublasHandle_t* h) { return cublasCreate(h); }, "cublasCreate");
+    check(cublasSetStream(blas_.get(), stream()), "cublasSetStream");
+    lt_ = make<BlasLt>([](cublasLtHandle_t* h) { return cublasLtCreate(h); }, "cublasLtCreate");
+    pref_ = make<Preference>([](cublasLtMatmulPreference_t* p) { return cublasLtMatmulPreferenceCreate(p); },
+                             "cublasLtMatmulPreferenceCreate");
+    const uint64_t ws = kWorkspaceBytes;
+    check(cublasLtMatmulPreferenceSetAttribute(pref_.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+          "MAX_WORKSPACE_BYTES");
+    for (Event& e : events_) e = make<Event>([](cudaEvent_t* ev) { return cudaEventCreate(ev); }, "cudaEventCreate");
+    scratch_[kWorkspace] = DeviceBuffer(kWorkspaceBytes);
   }
   ~CudaBackend() override {
+    // Nothing is left running after an op (one that failed waited for its work too); this is for
+    // safety. The members then free the memory, and after it the handles and the stream.
     cudaSetDevice(index_);
-    cublasLtDestroy(lt_);
-    cublasDestroy(blas_);
-    cudaStreamDestroy(stream_);
+    cudaStreamSynchronize(stream());
   }
   std::string name() const override { return name_; }
   MatmulStats stats() const override { return stats_; }
@@ -127,94 +188,167 @@ class CudaBackend final : public MatmulBackend {
   bool runs_other_ops() const override { return true; }
 
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
-    check(cudaSetDevice(index_), "cudaSetDevice");
-    auto start = Clock::now();
-    float* da = upload(kInA, a, uint64_t{m} * k);
-    float* db = upload(kInB, b, uint64_t{k} * n);
-    sync_phase("dma", "upload", start);
-    float* dc = buffer<float>(kOut, uint64_t{m} * n);
-    gemm({da, k}, right(db, t ? k : n, t, k, n), dc, n, m, nullptr, false);
-    sync_phase("compute", gemm_name(), start);
-    download(c, dc, uint64_t{m} * n, start);
+    run_op<2>({Upload{a, uint64_t{m} * k, kInA}, Upload{b, uint64_t{k} * n, kInB}}, gemm_name(), c, uint64_t{m} * n,
+              [&](const std::array<float*, 2>& in, float* out) {
+                gemm({in[0], k}, right(in[1], t ? k : n, t, k, n), out, n, m, nullptr, false);
+              });
   }
 
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, false); }
   void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, true); }
+  // Called from destructors (Pipeline's): they must not throw; a failed free leaves nothing to do.
   void release(const Linear& w) override {
-    check(cudaSetDevice(index_), "cudaSetDevice");
+    cudaSetDevice(index_);
     weights_.erase(&w);
+  }
+  void release(const LayerNormWeights& w) override {
+    cudaSetDevice(index_);
+    norms_.erase(&w);
   }
 
   void attention(const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H, uint32_t D) override {
-    check(cudaSetDevice(index_), "cudaSetDevice");
-    const uint64_t W = 3 * uint64_t{H} * D, rows = uint64_t{batch} * T;
-    auto start = Clock::now();
-    const float* d = upload(kInA, qkv, rows * W);
-    sync_phase("dma", "upload", start);
-    float* scores = buffer<float>(kScores, uint64_t{T} * T);
-    float* o = buffer<float>(kOut, rows * H * D);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    for (uint32_t s = 0; s < batch; ++s)
-      for (uint32_t h = 0; h < H; ++h) {
-        const float* q = d + uint64_t{s} * T * W + uint64_t{h} * D;
-        gemm({q, W}, right(q + uint64_t{H} * D, W, true, D, T), scores, T, T, nullptr, false);
-        cuda::softmax_causal(scores, T, T, scale, stream_);
-        gemm({scores, T}, right(q + 2 * uint64_t{H} * D, W, false, T, D), o + uint64_t{s} * T * H * D + h * D,
-             uint64_t{H} * D, T, nullptr, false);
-      }
-    check(cudaGetLastError(), "softmax kernel");
-    sync_phase("compute", "attention", start);
-    download(out, o, rows * H * D, start);
+    const uint64_t W = 3 * uint64_t{H} * D, HD = uint64_t{H} * D, rows = uint64_t{batch} * T;
+    run_op<1>({Upload{qkv, rows * W, kInA}}, "attention", out, rows * HD,
+              [&](const std::array<float*, 1>& in, float* o) {
+                float* scores = buffer<float>(kScores, uint64_t{T} * T);
+                const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+                for (uint32_t s = 0; s < batch; ++s)
+                  for (uint32_t h = 0; h < H; ++h) {
+                    const float* q = in[0] + uint64_t{s} * T * W + uint64_t{h} * D;
+                    gemm({q, W}, right(q + HD, W, true, D, T), scores, T, T, nullptr, false);
+                    check(cuda::softmax_causal(scores, T, T, scale, stream()), "launching the softmax_causal kernel");
+                    gemm({scores, T}, right(q + 2 * HD, W, false, T, D), o + uint64_t{s} * T * HD + uint64_t{h} * D,
+                         HD, T, nullptr, false);
+                  }
+              });
   }
 
   void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
                   float eps) override {
-    check(cudaSetDevice(index_), "cudaSetDevice");
-    auto it = norms_.find(&w);
-    if (it == norms_.end()) {
-      std::array<DeviceBuffer, 2> gb{DeviceBuffer(w.w.size() * 4), DeviceBuffer(w.b.size() * 4)};
-      copy_up(gb[0].as<float>(), w.w.data(), w.w.size());
-      copy_up(gb[1].as<float>(), w.b.data(), w.b.size());
-      it = norms_.emplace(&w, std::move(gb)).first;
-    }
-    auto start = Clock::now();
-    const float* dx = upload(kInA, x, uint64_t{rows} * cols);
-    sync_phase("dma", "upload", start);
-    float* dy = buffer<float>(kOut, uint64_t{rows} * cols);
-    cuda::layer_norm(dx, dy, rows, cols, it->second[0].as<float>(), it->second[1].as<float>(), eps, stream_);
-    check(cudaGetLastError(), "layer_norm kernel");
-    sync_phase("compute", "layernorm", start);
-    download(y, dy, uint64_t{rows} * cols, start);
+    const std::array<DeviceBuffer, 2>* g = nullptr;
+    guarded([&] { g = &resident(w, cols); });
+    run_op<1>({Upload{x, uint64_t{rows} * cols, kInA}}, "layernorm", y, uint64_t{rows} * cols,
+              [&](const std::array<float*, 1>& in, float* out) {
+                check(cuda::layer_norm(in[0], out, rows, cols, (*g)[0].as<float>(), (*g)[1].as<float>(), eps, stream()),
+                      "launching the layer_norm kernel");
+              });
   }
 
  private:
+  // Device scratch, one allocation per use so that every operand starts an allocation (aligned).
   enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kScores, kWorkspace, kSlots };
+  // Pinned host memory that an op's inputs go up from and its result comes back to.
+  enum Staging { kStageIn, kStageOut, kStagings };
+  // Events around an op's phases: before the upload, after it, after the compute, after the download.
+  enum Mark { kUpStart, kUpEnd, kComputeEnd, kDownEnd, kMarks };
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kMaxPlans = 512;  // int8 GEMM shapes remembered (a bound for ever-new shapes)
 
+  struct Upload {
+    const float* src;
+    uint64_t count;
+    Slot slot;
+  };
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // At least `bytes` of m. Growing frees the old memory, which work in flight may still use: the
+  // stream is waited for first (rare: sizes grow by half at least each time).
+  template <class Kind>
+  void ensure(Memory<Kind>& m, uint64_t bytes) {
+    if (bytes <= m.bytes()) return;
+    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (before growing a buffer)");
+    const uint64_t grown = std::max<uint64_t>(bytes, m.bytes() + m.bytes() / 2);
+    m = Memory<Kind>();  // the old one goes first, so that both are never held at once
+    m = Memory<Kind>(grown);
+  }
   template <class T>
   T* buffer(Slot slot, uint64_t count) {
-    scratch_[slot].reserve(count * sizeof(T));
+    ensure(scratch_[slot], count * sizeof(T));
     return scratch_[slot].as<T>();
   }
+  template <class T>
+  T* staging(Staging slot, uint64_t count) {
+    ensure(staging_[slot], count * sizeof(T));
+    return staging_[slot].as<T>();
+  }
+  // From pageable memory: cudaMemcpyAsync returns once it has taken the data, so src may go.
   void copy_up(float* dst, const float* src, uint64_t count) {
-    check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyHostToDevice, stream_), "copy to the GPU");
+    if (count) check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyHostToDevice, stream()), "copy to the GPU");
   }
-  float* upload(Slot slot, const float* src, uint64_t count) {
-    float* d = buffer<float>(slot, count);
-    copy_up(d, src, count);
-    return d;
+  void mark(Mark m) { check(cudaEventRecord(events_[m].get(), stream()), "cudaEventRecord"); }
+  double elapsed(Mark from, Mark to) const {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events_[from].get(), events_[to].get()), "cudaEventElapsedTime");
+    return ms / 1e3;
   }
-  void download(float* dst, const float* src, uint64_t count, Clock::time_point& start) {
-    check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToHost, stream_), "copy from the GPU");
-    sync_phase("dma", "download", start);
+
+  // Runs fn on this backend's GPU. Should it throw, the work it queued may still be using the
+  // buffers and the pinned memory that the next op reuses: that work is waited for before the error
+  // goes on (an error of its own would be a consequence of the first and is not reported).
+  template <class Fn>
+  void guarded(Fn&& fn) {
+    check(cudaSetDevice(index_), "cudaSetDevice");
+    try {
+      fn();
+    } catch (...) {
+      cudaStreamSynchronize(stream());
+      throw;
+    }
   }
-  // Waits for the stream and records the phase since `start`, which moves on to now.
-  void sync_phase(const char* track, std::string name, Clock::time_point& start) {
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    const auto now = Clock::now();
-    phases_.push_back({track, std::move(name), start, std::chrono::duration<double>(now - start).count()});
-    start = now;
+
+  // One op: the inputs go up through pinned memory, compute(device inputs, device output) queues
+  // the work, and the result comes back through pinned memory into dst, with one wait for the
+  // stream. Phases: "dma" upload (the copy into pinned memory and the transfer), "compute", "dma"
+  // download (the transfer and the copy out of pinned memory), laid end to end from the op's start,
+  // their lengths from the events around them on the stream.
+  template <size_t N, class Compute>
+  void run_op(const std::array<Upload, N>& ups, const std::string& compute_name, float* dst, uint64_t out_count,
+              Compute&& compute) {
+    guarded([&] {
+      // Room first (growing waits for the stream, idle here). Inputs share the pinned buffer, each at
+      // a 256-byte boundary.
+      std::array<uint64_t, N> at{};
+      uint64_t staged = 0;
+      for (size_t i = 0; i < N; ++i) {
+        at[i] = staged;
+        staged += (ups[i].count + 63) / 64 * 64;
+      }
+      float* pin_in = staging<float>(kStageIn, staged);
+      float* pin_out = staging<float>(kStageOut, out_count);
+      std::array<float*, N> dev{};
+      for (size_t i = 0; i < N; ++i) dev[i] = buffer<float>(ups[i].slot, ups[i].count);
+      float* out = buffer<float>(kOut, out_count);
+
+      const auto start = Clock::now();
+      for (size_t i = 0; i < N; ++i)
+        if (ups[i].count) std::memcpy(pin_in + at[i], ups[i].src, ups[i].count * 4);
+      const auto staged_at = Clock::now();
+      mark(kUpStart);
+      for (size_t i = 0; i < N; ++i)
+        if (ups[i].count)
+          check(cudaMemcpyAsync(dev[i], pin_in + at[i], ups[i].count * 4, cudaMemcpyHostToDevice, stream()),
+                "copy to the GPU");
+      mark(kUpEnd);
+      compute(std::as_const(dev), out);
+      mark(kComputeEnd);
+      if (out_count)
+        check(cudaMemcpyAsync(pin_out, out, out_count * 4, cudaMemcpyDeviceToHost, stream()), "copy from the GPU");
+      mark(kDownEnd);
+      check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (end of an op: a kernel or copy failed)");
+      const auto synced = Clock::now();
+      if (out_count) std::memcpy(dst, pin_out, out_count * 4);
+      const auto done = Clock::now();
+
+      const double up = seconds_between(start, staged_at) + elapsed(kUpStart, kUpEnd);
+      const double work = elapsed(kUpEnd, kComputeEnd);
+      const double down = elapsed(kComputeEnd, kDownEnd) + seconds_between(synced, done);
+      phases_.push_back({"dma", "upload", start, up});
+      phases_.push_back({"compute", compute_name, start + to_duration(up), work});
+      phases_.push_back({"dma", "download", start + to_duration(up + work), down});
+    });
   }
+
   std::string gemm_name() const { return fmt::format("{} GEMM", to_string(precision_)); }
 
   // B [k, n] (or [n, k] when transposed) at p with leading dimension ld, made ready for a GEMM;
@@ -222,20 +356,20 @@ class CudaBackend final : public MatmulBackend {
   RightOperand right(const float* p, uint64_t ld, bool transposed, uint32_t k, uint32_t n, DeviceBuffer* into = nullptr,
                      DeviceBuffer* scale = nullptr) {
     RightOperand b{k, n, p, ld, transposed};
-    if (precision_ == GpuPrecision::kFp32) return b;
+    if (precision_ == GpuPrecision::kFp32 || k == 0 || n == 0) return b;  // an empty B is never read
     // Column j of B as a packed row: element (j, kk) at p[j * so + kk * si].
     const uint64_t so = transposed ? ld : 1, si = transposed ? 1 : ld;
-    const uint32_t kp = round_up(k, 16), np = round_up(n, 16);
+    const uint32_t kp = pad16(k, "k"), np = pad16(n, "n");
     if (!into) into = &scratch_[kPackB], scale = &scratch_[kScaleB];
-    into->reserve(uint64_t{np} * kp * operand_bytes(precision_));
+    ensure(*into, uint64_t{np} * kp * operand_bytes(precision_));
     if (precision_ == GpuPrecision::kBf16) {
-      cuda::pack_bf16(p, so, si, n, k, np, into->as<uint16_t>(), kp, stream_);
+      check(cuda::pack_bf16(p, so, si, n, k, np, into->as<uint16_t>(), kp, stream()), "launching the pack_bf16 kernel");
     } else {
-      scale->reserve(uint64_t{np} * 4);
-      cuda::pack_int8(p, so, si, n, k, np, into->as<int8_t>(), kp, scale->as<float>(), stream_);
+      ensure(*scale, uint64_t{np} * 4);
+      check(cuda::pack_int8(p, so, si, n, k, np, into->as<int8_t>(), kp, scale->as<float>(), stream()),
+            "launching the pack_int8 kernel");
       b.scale = scale->as<float>();
     }
-    check(cudaGetLastError(), "packing kernel");
     b.packed = into->as<void>();
     return b;
   }
@@ -243,87 +377,106 @@ class CudaBackend final : public MatmulBackend {
   // c[m, n] (leading dimension ldc) = A B, plus bias[n] when given, then GELU when gelu.
   void gemm(LeftView a, const RightOperand& b, float* c, uint64_t ldc, uint32_t m, const float* bias, bool gelu) {
     const uint32_t k = b.k, n = b.n;
-    // Row-major C = A B is column-major C^T = B^T A^T.
-    if (precision_ == GpuPrecision::kFp32) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      // An empty sum: zeros, then the epilogue.
+      check(cudaMemset2DAsync(c, ldc * 4, 0, uint64_t{n} * 4, m, stream()), "cudaMemset2DAsync");
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
+    } else if (precision_ == GpuPrecision::kFp32) {
+      // Row-major C = A B is column-major C^T = B^T A^T.
       const float one = 1.0f, zero = 0.0f;
-      check(cublasSgemm(blas_, b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                        static_cast<int>(m), static_cast<int>(k), &one, b.f32, static_cast<int>(b.ld), a.p,
-                        static_cast<int>(a.ld), &zero, c, static_cast<int>(ldc)),
+      check(cublasSgemm(blas_.get(), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, as_int(n, "n"),
+                        as_int(m, "m"), as_int(k, "k"), &one, b.f32, as_int(b.ld, "ldb"), a.p, as_int(a.ld, "lda"),
+                        &zero, c, as_int(ldc, "ldc")),
             "cublasSgemm");
-      cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream_);
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
     } else if (precision_ == GpuPrecision::kBf16) {
-      // Both operands packed k-contiguous: a TN GEMM.
-      const uint32_t kp = round_up(k, 16);
+      // Both operands packed k-contiguous: a TN GEMM (the zero padding of k adds nothing).
+      const uint32_t kp = pad16(k, "k");
       auto* pa = buffer<uint16_t>(kPackA, uint64_t{m} * kp);
-      cuda::pack_bf16(a.p, a.ld, 1, m, k, m, pa, kp, stream_);
+      check(cuda::pack_bf16(a.p, a.ld, 1, m, k, m, pa, kp, stream()), "launching the pack_bf16 kernel");
       const float one = 1.0f, zero = 0.0f;
-      check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                         static_cast<int>(kp), &one, b.packed, CUDA_R_16BF, static_cast<int>(kp), pa, CUDA_R_16BF,
-                         static_cast<int>(kp), &zero, c, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
+      check(cublasGemmEx(blas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, as_int(n, "n"), as_int(m, "m"), as_int(kp, "k"), &one,
+                         b.packed, CUDA_R_16BF, as_int(kp, "k"), pa, CUDA_R_16BF, as_int(kp, "k"), &zero, c,
+                         CUDA_R_32F, as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx (bf16)");
-      cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream_);
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
     } else {
       // int8 x int8 -> int32 with cuBLASLt (TN, the layout its integer kernels want), padded to
-      // multiples of 16, then dequantized with the operands' scales.
-      const uint32_t kp = round_up(k, 16), np = round_up(n, 16), mp = round_up(m, 16);
+      // multiples of 16 with zeros, then dequantized with the operands' scales.
+      const uint32_t kp = pad16(k, "k"), np = pad16(n, "n"), mp = pad16(m, "m");
       auto* pa = buffer<int8_t>(kPackA, uint64_t{mp} * kp);
       auto* sa = buffer<float>(kScaleA, mp);
-      cuda::pack_int8(a.p, a.ld, 1, m, k, mp, pa, kp, sa, stream_);
+      check(cuda::pack_int8(a.p, a.ld, 1, m, k, mp, pa, kp, sa, stream()), "launching the pack_int8 kernel");
       auto* acc = buffer<int32_t>(kAcc, uint64_t{mp} * np);
       int8_gemm(b.packed, pa, acc, np, mp, kp);
-      cuda::dequantize(acc, np, sa, b.scale, bias, gelu, c, ldc, m, n, stream_);
+      check(cuda::dequantize(acc, np, sa, b.scale, bias, gelu, c, ldc, m, n, stream()),
+            "launching the dequantize kernel");
     }
-    check(cudaGetLastError(), "GEMM epilogue kernel");
     ++stats_.gemms;
     stats_.macs += uint64_t{m} * n * k;
     stats_.read_bytes += operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n);
     stats_.write_bytes += 4 * uint64_t{m} * n;
   }
 
-  // Column-major acc[n, m] = b^T a with b [k, n] and a [k, m], both k-contiguous.
-  void int8_gemm(const void* b, const void* a, int32_t* acc, uint32_t n, uint32_t m, uint32_t k) {
-    cublasLtMatmulDesc_t raw = nullptr;
-    check(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32I, CUDA_R_32I), "cublasLtMatmulDescCreate");
-    const MatmulDesc desc(raw);
+  // The cuBLASLt set-up of column-major acc[n, m] = b^T a (b [k, n], a [k, m], both k-contiguous),
+  // made on first use of the shape.
+  const LtPlan& lt_plan(uint32_t n, uint32_t m, uint32_t k) {
+    const std::array<uint32_t, 3> key{n, m, k};
+    if (const auto it = lt_plans_.find(key); it != lt_plans_.end()) return it->second;
+    if (lt_plans_.size() >= kMaxPlans) lt_plans_.clear();
+    LtPlan p;
+    p.desc = make<MatmulDesc>(
+        [](cublasLtMatmulDesc_t* d) { return cublasLtMatmulDescCreate(d, CUBLAS_COMPUTE_32I, CUDA_R_32I); },
+        "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    check(cublasLtMatmulDescSetAttribute(raw, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
-    check(cublasLtMatmulDescSetAttribute(raw, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
-    const Layout lb = layout(CUDA_R_8I, k, n, k), la = layout(CUDA_R_8I, k, m, k), lc = layout(CUDA_R_32I, n, m, n);
-    cublasLtMatmulPreference_t pref_raw = nullptr;
-    check(cublasLtMatmulPreferenceCreate(&pref_raw), "cublasLtMatmulPreferenceCreate");
-    const Preference pref(pref_raw);
-    const size_t ws = kWorkspaceBytes;
-    check(cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-          "MAX_WORKSPACE_BYTES");
-    cublasLtMatmulHeuristicResult_t algo{};
+    check(cublasLtMatmulDescSetAttribute(p.desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+    check(cublasLtMatmulDescSetAttribute(p.desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+    p.b = layout(CUDA_R_8I, k, n, k);
+    p.a = layout(CUDA_R_8I, k, m, k);
+    p.c = layout(CUDA_R_32I, n, m, n);
+    cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    check(cublasLtMatmulAlgoGetHeuristic(lt_, raw, lb.get(), la.get(), lc.get(), lc.get(), pref_raw, 1, &algo, &found),
+    check(cublasLtMatmulAlgoGetHeuristic(lt_.get(), p.desc.get(), p.b.get(), p.a.get(), p.c.get(), p.c.get(),
+                                         pref_.get(), 1, &result, &found),
           "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0)
-      throw driver::DeviceError(fmt::format("cuBLASLt has no int8 GEMM for {}x{}x{} on {}", m, n, k, name_));
+    if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+      throw driver::DeviceError(fmt::format("cuBLASLt has no int8 GEMM for {}x{}x{} (padded) on {}", m, n, k, name_));
+    p.algo = result.algo;
+    return lt_plans_.emplace(key, std::move(p)).first->second;
+  }
+
+  // Column-major acc[n, m] = b^T a with b [k, n] and a [k, m], both k-contiguous; n, m, k and so every
+  // leading dimension multiples of 16.
+  void int8_gemm(const void* b, const void* a, int32_t* acc, uint32_t n, uint32_t m, uint32_t k) {
+    // The heuristic's choice assumes cuBLASLt's default alignment, 256 bytes, for every matrix: each
+    // is the start of an allocation of its own.
+    for (const void* p : {b, a, static_cast<const void*>(acc)})
+      if (reinterpret_cast<uintptr_t>(p) % 256 != 0)
+        throw driver::DeviceError(fmt::format("CUDA backend: an int8 GEMM operand at {} is not 256-byte aligned", p));
+    const LtPlan& p = lt_plan(n, m, k);
     const int32_t one = 1, zero = 0;
-    check(cublasLtMatmul(lt_, raw, &one, b, lb.get(), a, la.get(), &zero, acc, lc.get(), acc, lc.get(), &algo.algo,
-                         scratch_[kWorkspace].as<void>(), ws, stream_),
+    check(cublasLtMatmul(lt_.get(), p.desc.get(), &one, b, p.b.get(), a, p.a.get(), &zero, acc, p.c.get(), acc,
+                         p.c.get(), &p.algo, scratch_[kWorkspace].as<void>(), kWorkspaceBytes, stream()),
           "cublasLtMatmul (int8)");
   }
 
   void run_linear(const float* x, uint32_t m, const Linear& w, float* y, bool gelu) {
-    check(cudaSetDevice(index_), "cudaSetDevice");
-    const ResidentLinear& r = resident(w);
-    auto start = Clock::now();
-    const float* dx = upload(kInA, x, uint64_t{m} * w.in);
-    sync_phase("dma", "upload", start);
-    float* dy = buffer<float>(kOut, uint64_t{m} * w.out);
-    gemm({dx, w.in}, r.b, dy, w.out, m, r.bias.as<float>(), gelu);
-    sync_phase("compute", gemm_name(), start);
-    download(y, dy, uint64_t{m} * w.out, start);
+    const ResidentLinear* r = nullptr;
+    guarded([&] { r = &resident(w); });
+    run_op<1>({Upload{x, uint64_t{m} * w.in, kInA}}, gemm_name(), y, uint64_t{m} * w.out,
+              [&](const std::array<float*, 1>& in, float* out) {
+                gemm({in[0], w.in}, r->b, out, w.out, m, r->bias.as<float>(), gelu);
+              });
   }
 
-  // A layer's weights and bias on the GPU in the backend's precision, uploaded on first use.
+  // A layer's weights and bias on the GPU in the backend's precision, uploaded on first use and kept
+  // until release(w).
   const ResidentLinear& resident(const Linear& w) {
-    auto it = weights_.find(&w);
-    if (it != weights_.end()) return it->second;
+    if (const auto it = weights_.find(&w); it != weights_.end()) return it->second;
+    if (w.w.size() != uint64_t{w.in} * w.out || w.b.size() != w.out)
+      throw std::invalid_argument(fmt::format("a linear layer {} -> {} with {} weights and {} biases", w.in, w.out,
+                                              w.w.size(), w.b.size()));
     const auto start = Clock::now();
     ResidentLinear r;
     r.raw = DeviceBuffer(w.w.size() * 4);
@@ -331,19 +484,39 @@ class CudaBackend final : public MatmulBackend {
     r.bias = DeviceBuffer(w.b.size() * 4);
     copy_up(r.bias.as<float>(), w.b.data(), w.b.size());
     r.b = right(r.raw.as<float>(), w.out, false, w.in, w.out, &r.packed, &r.scale);
-    check(cudaStreamSynchronize(stream_), "weight upload");
-    if (precision_ != GpuPrecision::kFp32) r.raw = DeviceBuffer();  // only the packed copy is used
-    phases_.push_back({"dma", "upload weights", start, std::chrono::duration<double>(Clock::now() - start).count()});
+    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (weight upload)");
+    if (precision_ != GpuPrecision::kFp32) {  // only the packed copy is used
+      r.raw = DeviceBuffer();
+      r.b.f32 = nullptr;
+    }
+    phases_.push_back({"dma", "upload weights", start, seconds_between(start, Clock::now())});
     return weights_.emplace(&w, std::move(r)).first->second;
   }
 
+  // A LayerNorm's gain and bias on the GPU, uploaded on first use and kept until release(w).
+  const std::array<DeviceBuffer, 2>& resident(const LayerNormWeights& w, uint32_t cols) {
+    if (w.w.size() < cols || w.b.size() < cols)
+      throw std::invalid_argument(fmt::format("LayerNorm over {} columns with {} gains and {} biases", cols,
+                                              w.w.size(), w.b.size()));
+    if (const auto it = norms_.find(&w); it != norms_.end()) return it->second;
+    std::array<DeviceBuffer, 2> g{DeviceBuffer(w.w.size() * 4), DeviceBuffer(w.b.size() * 4)};
+    copy_up(g[0].as<float>(), w.w.data(), w.w.size());
+    copy_up(g[1].as<float>(), w.b.data(), w.b.size());
+    return norms_.emplace(&w, std::move(g)).first->second;
+  }
+
+  // Declared in the order they are made; destroyed in reverse: memory before the handles and stream.
   int index_;
   GpuPrecision precision_;
   std::string name_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
+  Stream stream_;
+  Blas blas_;
+  BlasLt lt_;
+  Preference pref_;
+  std::array<Event, kMarks> events_;
+  std::map<std::array<uint32_t, 3>, LtPlan> lt_plans_;
   std::array<DeviceBuffer, kSlots> scratch_;
+  std::array<PinnedBuffer, kStagings> staging_;
   std::map<const Linear*, ResidentLinear> weights_;
   std::map<const LayerNormWeights*, std::array<DeviceBuffer, 2>> norms_;
   MatmulStats stats_;
@@ -364,15 +537,50 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precisi
     why_not = fmt::format("no GPU {} (this machine has {})", index, count);
     return nullptr;
   }
-  return std::make_unique<CudaBackend>(index, precision, std::move(name));
+  try {
+    return std::make_unique<CudaBackend>(index, precision, std::move(name));
+  } catch (const driver::DeviceError& e) {  // a GPU that is there but cannot be used (busy, out of memory)
+    why_not = fmt::format("GPU {} cannot be used: {}", index, e.what());
+    return nullptr;
+  }
 }
+
+namespace {
+
+std::string uuid_hex(const cudaDeviceProp& p) {
+  std::string hex;
+  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+}
+
+}  // namespace
 
 std::string gpu_uuid(int index) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return {};
-  std::string hex;
-  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
-  return hex;
+  return uuid_hex(p);
+}
+
+std::vector<GpuInfo> list_gpus(std::string& why_not) {
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    why_not = fmt::format("no usable GPU: {}", cudaGetErrorString(e));
+    return {};
+  }
+  if (count == 0) {
+    why_not = "no usable GPU: the CUDA runtime sees none (is CUDA_VISIBLE_DEVICES empty?)";
+    return {};
+  }
+  std::vector<GpuInfo> gpus;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (const cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) {
+      why_not = fmt::format("GPU {}: {}", i, cudaGetErrorString(e));
+      return {};
+    }
+    gpus.push_back({i, p.name, p.totalGlobalMem, p.major, p.minor, uuid_hex(p)});
+  }
+  return gpus;
 }
 
 }  // namespace tessera
@@ -381,12 +589,21 @@ std::string gpu_uuid(int index) {
 
 namespace tessera {
 
+namespace {
+constexpr const char* kNoCuda = "this build has no CUDA backend (the CUDA toolkit was not found when it was configured)";
+}
+
 std::unique_ptr<MatmulBackend> make_cuda_backend(int, GpuPrecision, std::string, std::string& why_not) {
-  why_not = "this build has no CUDA backend (the CUDA toolkit was not found when it was configured)";
+  why_not = kNoCuda;
   return nullptr;
 }
 
 std::string gpu_uuid(int) { return {}; }
+
+std::vector<GpuInfo> list_gpus(std::string& why_not) {
+  why_not = kNoCuda;
+  return {};
+}
 
 }  // namespace tessera
 

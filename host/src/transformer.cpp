@@ -245,7 +245,14 @@ Pipeline::~Pipeline() {
       MatmulBackend& b = *stages_[s].shards[i].backend;
       for (const auto& layer : slices_[s])
         for (const Linear* l : {layer[i].qkv, layer[i].attn_proj, layer[i].mlp_up, layer[i].mlp_down}) b.release(*l);
-      if (s + 1 == stages_.size()) b.release(vocab_[i]);
+      for (uint32_t l = stages_[s].first; l <= stages_[s].last; ++l) {
+        b.release(model_.blocks[l].ln_1);
+        b.release(model_.blocks[l].ln_2);
+      }
+      if (s + 1 == stages_.size()) {
+        b.release(vocab_[i]);
+        b.release(model_.ln_f);
+      }
     }
 }
 

@@ -1,14 +1,23 @@
 // The CUDA backend on a real GPU, in each precision: its GEMMs against host references of the same
-// numerics (int8 bit for bit), its kernels against the host's ops, and whole forward passes against
-// fp32 on the CPU and, for int8, against the accelerator. Exits 77 (ctest: skipped) with the reason
-// when there is no usable GPU; it never passes by doing nothing.
+// numerics (int8 bit for bit), its kernels against the host's ops, at small odd sizes and at
+// GPT-2-small's (attention over 300 and 1024 tokens with 12 heads of 64; LayerNorm over 768
+// columns; the linear layers for 1, 16 and 128 tokens), a stage sharded over two backends on the
+// same GPU, each on a thread of its own, and whole forward passes against fp32 on the CPU and, for
+// int8, against the accelerator. Exits 77 (ctest: skipped) with the reason when there is no usable
+// GPU, or 1 where TESSERA_REQUIRE_GPU is set (and not 0); it never passes by doing nothing.
+//
+// Targets against the fp32 CPU reference: fp32 within 1e-4 relative L2; bf16 and int8 a cosine of
+// at least 0.995. int8 GEMMs and linear layers also bit for bit against the host's int8 path.
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "seed.hpp"
 #include "tessera/accel_backend.hpp"
 #include "tessera/cuda_backend.hpp"
 #include "tessera/gpu_projection.hpp"
@@ -21,12 +30,12 @@ namespace {
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
-  std::cout << (ok ? "ok   " : "FAIL ") << what << "\n";
+  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
   failures += !ok;
 }
 
-std::vector<float> random_values(size_t n, std::mt19937& rng, float spread = 1.0f) {
-  std::normal_distribution<float> dist(0.0f, spread);
+std::vector<float> random_values(size_t n, std::mt19937& rng, float spread = 1.0f, float mean = 0.0f) {
+  std::normal_distribution<float> dist(mean, spread);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;
@@ -38,7 +47,17 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
     diff += double(got[i] - want[i]) * (got[i] - want[i]);
     norm += double(want[i]) * want[i];
   }
-  return std::sqrt(diff / norm);
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+double cosine(const std::vector<float>& got, const std::vector<float>& want) {
+  double dot = 0, ng = 0, nw = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    dot += double(got[i]) * want[i];
+    ng += double(got[i]) * got[i];
+    nw += double(want[i]) * want[i];
+  }
+  return ng > 0 && nw > 0 ? dot / std::sqrt(ng * nw) : (ng == nw ? 1.0 : 0.0);
 }
 
 size_t differing(const std::vector<float>& got, const std::vector<float>& want) {
@@ -47,27 +66,70 @@ size_t differing(const std::vector<float>& got, const std::vector<float>& want) 
   return n;
 }
 
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// The precision's target against fp32 on the CPU: fp32 within 1e-4 relative L2, bf16 and int8 a
+// cosine of at least 0.995. Prints both figures.
+void against_cpu(GpuPrecision p, const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  const double r = rel_l2(got, want), c = cosine(got, want);
+  const bool ok = got.size() == want.size() && all_finite(got) &&
+                  (p == GpuPrecision::kFp32 ? r <= 1e-4 : c >= 0.995);
+  expect(ok, fmt::format("{} against fp32 on the CPU: relative L2 {:.3g}, cosine {:.7f} (target: {})", what, r, c,
+                         p == GpuPrecision::kFp32 ? "relative L2 <= 1e-4" : "cosine >= 0.995"));
+}
+
+Linear random_linear(uint32_t in, uint32_t out, std::mt19937& rng) {
+  return Linear{in, out, random_values(uint64_t{in} * out, rng, 0.02f), random_values(out, rng, 0.02f)};
+}
+
+bool gpu_required() {
+  const char* v = std::getenv("TESSERA_REQUIRE_GPU");
+  return v && *v && std::string(v) != "0";
+}
+
 }  // namespace
 
 int main() {
-  const uint32_t seed = 20261202;
-  std::cout << "seed " << seed << "\n";
-  std::mt19937 rng(seed);
+  const uint64_t seed = test_seed();
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
+
+  // scripts/gpu-check sets TESSERA_REQUIRE_GPU: there, no GPU is a failure, not a skip.
+  std::string why_not;
+  const std::vector<GpuInfo> gpus = list_gpus(why_not);
+  if (gpus.empty()) {
+    std::cout << (gpu_required() ? "FAIL: a GPU is required here: " : "SKIP: ") << why_not << std::endl;
+    return gpu_required() ? 1 : 77;
+  }
+  for (const GpuInfo& g : gpus)
+    std::cout << fmt::format("GPU {}: {}, {:.1f} GiB, compute capability {}.{}", g.index, g.name,
+                             double(g.memory_bytes) / double(1ull << 30), g.cc_major, g.cc_minor)
+              << std::endl;
+
   const Gpt2Model model = Gpt2Model::tiny(3);
   std::vector<int32_t> tokens(64);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 31 + 7) % model.cfg.vocab);
   CpuBackend cpu;
   const std::vector<float> fp32_logits = forward(model, tokens, 2, 32, cpu);
 
+  // A GPT-2-small-shaped model (two layers, a smaller vocabulary) for the sharded stage.
+  const Gpt2Config small_cfg{4096, 1024, 768, 12, 2};
+  const Gpt2Model small = Gpt2Model::random(small_cfg, seed + 1);
+  const uint32_t small_batch = 2, small_seq = 128;
+  std::vector<int32_t> small_tokens(uint64_t{small_batch} * small_seq);
+  for (size_t i = 0; i < small_tokens.size(); ++i) small_tokens[i] = int32_t((i * 131 + 17) % small_cfg.vocab);
+  const std::vector<float> small_fp32 = forward(small, small_tokens, small_batch, small_seq, cpu);
+
   for (GpuPrecision p : {GpuPrecision::kFp32, GpuPrecision::kBf16, GpuPrecision::kInt8}) {
     const std::string tag(to_string(p));
-    std::string why_not;
     auto gpu = make_cuda_backend(0, p, "cuda:0?precision=" + tag, why_not);
-    if (!gpu) {
-      // scripts/gpu-check sets TESSERA_REQUIRE_GPU: there, no GPU is a failure, not a skip.
-      const bool required = std::getenv("TESSERA_REQUIRE_GPU") != nullptr;
-      std::cout << (required ? "FAIL: a GPU is required here: " : "SKIP: ") << why_not << "\n";
-      return required ? 1 : 77;
+    if (!gpu) {  // the runtime lists a GPU, so this is a failure
+      expect(false, fmt::format("{}: the cuda backend for GPU 0: {}", tag, why_not));
+      continue;
     }
     // The host computes what this precision should give.
     ProjectedGpuBackend ref("reference", gpu_peaks("h200"), p);
@@ -88,6 +150,14 @@ int main() {
                                                       what, differing(got, want), want.size()));
       else
         expect(rel_l2(got, want) < tol, fmt::format("{}: relative L2 {:.3g}", what, rel_l2(got, want)));
+    }
+    {
+      // Empty sizes: nothing to do (m = 0), or an empty sum (k = 0) that gives zeros.
+      std::vector<float> a(8, 1.0f), b(8, 1.0f), c(3 * 5, 42.0f);
+      gpu->matmul(a.data(), b.data(), c.data(), 0, 5, 1, false);
+      expect(c[0] == 42.0f, tag + ": matmul with m = 0 writes nothing");
+      gpu->matmul(a.data(), b.data(), c.data(), 3, 5, 0, false);
+      expect(differing(c, std::vector<float>(c.size(), 0.0f)) == 0, tag + ": matmul with k = 0 gives zeros");
     }
     {
       const Linear& w = model.blocks[0].c_fc;
@@ -123,6 +193,84 @@ int main() {
       expect(rel_l2(got, want) < 1e-6, fmt::format("{}: layer norm: relative L2 {:.3g}", tag, rel_l2(got, want)));
     }
 
+    // GPT-2-small's linear layers for 1, 16 and 128 tokens.
+    {
+      std::vector<Linear> layers;
+      for (auto [in, out] : {std::pair<uint32_t, uint32_t>{768, 2304}, {768, 3072}, {3072, 768}})
+        layers.push_back(random_linear(in, out, rng));
+      for (const Linear& w : layers)
+        for (uint32_t m : {1u, 16u, 128u}) {
+          const auto x = random_values(uint64_t{m} * w.in, rng);
+          std::vector<float> want(uint64_t{m} * w.out), got(want.size()), same(want.size());
+          cpu.linear(x.data(), m, w, want.data());
+          gpu->linear(x.data(), m, w, got.data());
+          const std::string what = fmt::format("{}: linear {} -> {} for {} tokens", tag, w.in, w.out, m);
+          against_cpu(p, got, want, what);
+          ref.linear(x.data(), m, w, same.data());
+          if (p == GpuPrecision::kInt8)
+            expect(differing(got, same) == 0, fmt::format("{}: {} of {} values differ from the host's int8 path (want 0)",
+                                                          what, differing(got, same), same.size()));
+          else
+            std::cout << fmt::format("     {}: relative L2 {:.3g} against the host's {} path", what, rel_l2(got, same),
+                                     tag)
+                      << std::endl;
+        }
+      {
+        const Linear& w = layers[1];
+        const uint32_t m = 16;
+        const auto x = random_values(uint64_t{m} * w.in, rng);
+        std::vector<float> want(uint64_t{m} * w.out), got(want.size());
+        cpu.linear(x.data(), m, w, want.data());
+        gelu_tanh(want.data(), want.size());
+        gpu->linear_gelu(x.data(), m, w, got.data());
+        against_cpu(p, got, want, fmt::format("{}: linear with GELU {} -> {} for {} tokens", tag, w.in, w.out, m));
+      }
+      for (const Linear& w : layers) gpu->release(w);  // before the layers go (their addresses are the keys)
+    }
+
+    // Attention at GPT-2-small's sizes: 12 heads of 64, over 300 and 1024 tokens.
+    for (auto [batch, T] : {std::pair<uint32_t, uint32_t>{2, 300}, {1, 1024}}) {
+      const uint32_t H = 12, D = 64;
+      const auto qkv = random_values(uint64_t{batch} * T * 3 * H * D, rng);
+      std::vector<float> want(uint64_t{batch} * T * H * D), got(want.size()), same(want.size());
+      cpu.attention(qkv.data(), want.data(), batch, T, H, D);
+      gpu->take_phases();
+      gpu->attention(qkv.data(), got.data(), batch, T, H, D);
+      const std::vector<Phase> phases = gpu->take_phases();
+      const std::string what = fmt::format("{}: attention {} x {} tokens x {} heads of {}", tag, batch, T, H, D);
+      against_cpu(p, got, want, what);
+      ref.attention(qkv.data(), same.data(), batch, T, H, D);
+      std::cout << fmt::format("     {}: relative L2 {:.3g} against the host with {} products", what, rel_l2(got, same),
+                               tag)
+                << std::endl;
+      // One upload, one compute, one download, end to end, each with a length.
+      bool phases_ok = phases.size() == 3;
+      std::string shown;
+      for (size_t i = 0; i < phases.size(); ++i) {
+        const Phase& ph = phases[i];
+        shown += fmt::format(" {}/{} {:.3f} ms", ph.track, ph.name, ph.seconds * 1e3);
+        phases_ok = phases_ok && ph.seconds >= 0 && (i == 0 || ph.start >= phases[i - 1].start);
+      }
+      phases_ok = phases_ok && phases[0].track == "dma" && phases[1].track == "compute" && phases[2].track == "dma" &&
+                  phases[1].seconds > 0;
+      expect(phases_ok, fmt::format("{}: phases{}", what, shown));
+    }
+
+    // LayerNorm over GPT-2-small's 768 columns.
+    {
+      const uint32_t rows = 300, cols = 768;
+      const LayerNormWeights w{random_values(cols, rng, 0.1f, 1.0f), random_values(cols, rng, 0.1f)};
+      const auto x = random_values(uint64_t{rows} * cols, rng, 3.0f, 0.5f);
+      std::vector<float> want(x.size()), got(x.size());
+      layer_norm(x.data(), want.data(), rows, cols, w, 1e-5f);
+      gpu->layer_norm(x.data(), got.data(), rows, cols, w, 1e-5f);
+      // fp32 in every precision, in double sums as on the host.
+      expect(all_finite(got) && rel_l2(got, want) <= 1e-5,
+             fmt::format("{}: layer norm {} x {}: relative L2 {:.3g} against the CPU (target <= 1e-5)", tag, rows, cols,
+                         rel_l2(got, want)));
+      gpu->release(w);
+    }
+
     // The tiny model end to end against fp32 on the CPU: exact for fp32 up to summation order,
     // within the accelerator's targets for bf16 and int8.
     const std::vector<float> logits = forward(model, tokens, 2, 32, *gpu);
@@ -143,7 +291,44 @@ int main() {
                          vs.rel_l2, vs.top1_agreement));
     }
     expect(gpu->stats().macs > 0, tag + ": the GPU counted its MACs");
+
+    // The GPT-2-small-shaped model on one backend (LayerNorm on the GPU too), twice: the pipeline
+    // releases what it gave the backend, and the second run uploads it again.
+    for (int run = 1; run <= 2; ++run) {
+      const std::vector<float> got = forward(small, small_tokens, small_batch, small_seq, *gpu);
+      const Numerics n = compare_logits(got, small_fp32, small_cfg.vocab);
+      against_cpu(p, got, small_fp32,
+                  fmt::format("{}: 2 layers of GPT-2 small, {} x {} tokens, on one backend (run {}; top-1 {:.3f})", tag,
+                              small_batch, small_seq, run, n.top1_agreement));
+    }
+
+    // One stage sharded over two backends on GPU 0, each on a thread of its own (the pipeline runs
+    // a stage's shards in parallel), unevenly: 5 and 7 heads, 1200 and 1872 MLP columns, 1700 and
+    // 2396 vocabulary rows, so that no shard's sizes are multiples of 16.
+    {
+      std::string why_a, why_b;
+      auto a = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#a", why_a);
+      auto b = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#b", why_b);
+      if (!a || !b) {
+        expect(false, fmt::format("{}: two cuda backends on GPU 0: {}{}", tag, why_a, why_b));
+      } else {
+        Shard sa{a.get(), 0, 5, 0, 1200, 0, 1700};
+        Shard sb{b.get(), 5, 7, 1200, 1872, 1700, 2396};
+        sa.gpu = sb.gpu = 0;
+        std::vector<float> got;
+        {
+          Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {sa, sb}}});
+          got = pipe.forward(small_tokens, small_batch, small_seq, 2);
+        }
+        const Numerics n = compare_logits(got, small_fp32, small_cfg.vocab);
+        against_cpu(p, got, small_fp32,
+                    fmt::format("{}: 2 layers of GPT-2 small sharded over two backends on GPU 0 (top-1 {:.3f})", tag,
+                                n.top1_agreement));
+        expect(a->stats().gemms > 0 && b->stats().gemms > 0,
+               fmt::format("{}: both shards ran on the GPU ({} and {} GEMMs)", tag, a->stats().gemms, b->stats().gemms));
+      }
+    }
   }
-  std::cout << failures << " failed\n";
+  std::cout << failures << " failed" << std::endl;
   return failures ? 1 : 0;
 }

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/gpu_projection.hpp"
 #include "tessera/transformer.hpp"
@@ -19,6 +21,18 @@ namespace tessera {
 // back to projection.
 std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
                                                  std::string& why_not);
+
+// A GPU this process can use, as the CUDA runtime reports it.
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  std::string uuid;                // hex, as gpu_uuid()
+};
+// Every GPU the CUDA runtime shows this process (CUDA_VISIBLE_DEVICES applies); an empty list with
+// `why_not` set when there is none or it cannot be asked (no driver, or no CUDA in this build).
+std::vector<GpuInfo> list_gpus(std::string& why_not);
 
 // GPU `index`'s UUID in hex, the same wherever it is seen from (empty where it cannot be had).
 std::string gpu_uuid(int index);

@@ -60,6 +60,8 @@ class MatmulBackend {
   // Forgets what the backend keeps for `w` (weights resident on a device, keyed by its address),
   // before `w` goes away.
   virtual void release(const Linear& w) { (void)w; }
+  // The same for LayerNorm weights (kept by backends that run layer_norm on a device).
+  virtual void release(const LayerNormWeights& w) { (void)w; }
 
   // Whether the backend runs the rest of a layer's work on its device too: the attention core, the
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it

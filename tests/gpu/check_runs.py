@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The accelerator next to the GPU, end to end through `tessera run --json`: the tiny model and a
+GPT-2-small-shaped layer on the model accelerator and on the GPU in each precision, and a pipeline
+of both. Every op of a cuda device must be measured (a run that fell back to a projection fails),
+and the logits must meet the numerics targets against fp32 on the CPU: relative L2 <= 1e-4 in fp32,
+cosine >= 0.995 in bf16 and int8. Prints each run's figures.
+
+usage: check_runs.py TESSERA        exit 77 (skipped) where there is no GPU, 1 under TESSERA_REQUIRE_GPU=1"""
+import json
+import os
+import subprocess
+import sys
+
+TESSERA = sys.argv[1]
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail[-1500:]}"), flush=True)
+    passed += ok
+    failed += not ok
+
+
+def tessera(*args):
+    return subprocess.run([TESSERA, *args], capture_output=True, text=True, timeout=900)
+
+
+def numerics_ok(precision, num):
+    return num.get("rel_l2", 1) <= 1e-4 if precision == "fp32" else num.get("cosine", 0) >= 0.995
+
+
+def run(name, plan, precision, *args):
+    r = tessera("run", "--plan", plan, "--json", *args)
+    if r.returncode:
+        check(name, False, r.stdout[-500:] + r.stderr)
+        return
+    j = json.loads(r.stdout)
+    gpu = [o for o in j["ops"] if o["device"].startswith("cuda")]
+    check(f"{name}: every GPU op measured, none projected", all(o["time"] == "measured" for o in gpu),
+          json.dumps(sorted({(o["device"], o["op"], o["time"]) for o in gpu})))
+    num = j["numerics"]
+    target = "relative L2 <= 1e-4" if precision == "fp32" else "cosine >= 0.995"
+    check(f"{name}: numerics against fp32 on the CPU within {target}", numerics_ok(precision, num), json.dumps(num))
+    by_device = {}
+    for o in j["ops"]:
+        by_device[o["device"]] = by_device.get(o["device"], 0) + o["seconds"]
+    times = ", ".join(f"{d} {s * 1e3:.2f} ms" for d, s in sorted(by_device.items()))
+    print(f"     {plan} {' '.join(args)}: makespan {j['totals']['seconds'] * 1e3:.2f} ms; {times}; "
+          f"rel_l2 {num['rel_l2']:.3g}, cosine {num['cosine']:.6f}, top-1 {num['top1_agreement']:.4f}", flush=True)
+
+
+devices = json.loads(tessera("devices", "--json").stdout)["devices"]
+gpus = [d for d in devices if d["kind"] == "cuda" and d["available"]]
+if not gpus:
+    reason = next((d.get("reason", "") for d in devices if d["kind"] == "cuda"), "no cuda entry")
+    print(reason)
+    sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU") == "1" else 77)
+for g in gpus:
+    print(f"{g['spec']}: {g['name']}, {g['mem_bytes'] >> 20} MiB, compute capability {g['compute_capability']}")
+
+for precision in ("fp32", "bf16", "int8"):
+    run(f"tiny model on the GPU ({precision})", f"0-1@cuda:0?precision={precision}", precision,
+        "--batch", "4", "--seq", "64")
+run("tiny model on the accelerator model", "0-1@model", "int8", "--batch", "4", "--seq", "64")
+run("a pipeline: layer 0 on the accelerator, layer 1 on the GPU in int8", "0@model;1@cuda:0?precision=int8", "int8",
+    "--batch", "4", "--seq", "64", "--microbatches", "2")
+run("a stage sharded over the accelerator and the GPU", "0-1@model*1+cuda:0?precision=int8*3", "int8",
+    "--batch", "4", "--seq", "64")
+gpt2_layer = ("--model", "random:1,768,12,50257,1024", "--seq", "128")
+for precision in ("fp32", "bf16", "int8"):
+    run(f"a GPT-2-small-shaped layer at 128 tokens on the GPU ({precision})", f"0@cuda:0?precision={precision}",
+        precision, *gpt2_layer)
+run("a GPT-2-small-shaped layer at 128 tokens on the accelerator model", "0@model", "int8", *gpt2_layer)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
