@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <charconv>
 #include <filesystem>
 #include <vector>
 
@@ -93,6 +94,16 @@ std::string locate(uint64_t addr, const std::vector<Descriptor>& submitted) {
   return "no descriptor's output";
 }
 
+// A number in an event: a non-negative integer no larger than `max`, else a UsageError. (A float
+// such as 1e300 must not reach an integer conversion.)
+uint64_t number(const nlohmann::json& event, const char* key, uint64_t max, const std::string& where) {
+  const nlohmann::json& v = event.at(key);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
+    throw UsageError(fmt::format("{}: '{}' is {}, not an integer in [0, {}]", where, key,
+                                 v.is_number() ? v.dump() : std::string(v.type_name()), max));
+  return v.get<uint64_t>();
+}
+
 }  // namespace
 
 ReplayReport replay(const std::string& dir, Device& device) {
@@ -105,7 +116,8 @@ ReplayReport replay(const std::string& dir, Device& device) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}/trace.json: {}", dir, e.what()));
   }
-  if (j.value("format", "") != "tessera-trace" || j.value("version", 0) != kVersion)
+  if (!j.is_object() || !j.contains("format") || j.at("format") != "tessera-trace" || !j.contains("version") ||
+      j.at("version") != kVersion)
     throw UsageError(fmt::format("{}/trace.json is not a version {} Tessera trace", dir, kVersion));
   std::ifstream data_file(fs::path(dir) / "data.bin", std::ios::binary);
   const std::vector<uint8_t> data((std::istreambuf_iterator<char>(data_file)), std::istreambuf_iterator<char>());
@@ -119,14 +131,16 @@ ReplayReport replay(const std::string& dir, Device& device) {
     const uint64_t busy0 = device.counters().busy_cycles;
     // A blob's bytes, checked against its CRC, and where they go.
     auto bytes_of = [&](const nlohmann::json& b, const char* what, size_t index) {
-      const uint64_t addr = b.at("addr"), size = b.at("size"), offset = b.at("offset");
+      const std::string where = fmt::format("{}: event {} ({})", dir, index, what);
+      const uint64_t addr = number(b, "addr", UINT64_MAX, where), size = number(b, "size", UINT64_MAX, where),
+                     offset = number(b, "offset", UINT64_MAX, where);
       if (offset > data.size() || size > data.size() - offset)
         throw UsageError(fmt::format("{}: event {} ({}) lies outside data.bin ({} bytes)", dir, index, what, data.size()));
       if (size > device.properties().mem_bytes || addr > device.properties().mem_bytes - size)
         throw UsageError(fmt::format("{}: event {} ({}) at [{:#x}, {:#x}) is beyond the memory of {} ({} bytes)", dir,
                                      index, what, addr, addr + size, r.device, device.properties().mem_bytes));
       const std::span<const uint8_t> span(data.data() + offset, size);
-      if (crc(span) != b.at("crc32").get<uint32_t>())
+      if (crc(span) != number(b, "crc32", UINT32_MAX, where))
         throw UsageError(fmt::format("{}: event {} ({}) fails its CRC-32: the trace is corrupted", dir, index, what));
       return std::pair{addr, span};
     };
@@ -144,15 +158,20 @@ ReplayReport replay(const std::string& dir, Device& device) {
           if (h.size() != 2 * spec::kDescBytes)
             throw UsageError(fmt::format("{}: event {}: a descriptor of {} hex digits", dir, i, h.size()));
           DescriptorBytes raw{};
-          for (size_t b = 0; b < raw.size(); ++b) raw[b] = static_cast<uint8_t>(std::stoul(h.substr(2 * b, 2), nullptr, 16));
+          for (size_t b = 0; b < raw.size(); ++b) {
+            const char* digits = h.data() + 2 * b;
+            if (std::from_chars(digits, digits + 2, raw[b], 16).ptr != digits + 2)
+              throw UsageError(fmt::format("{}: event {}: descriptor bytes '{}' are not hex", dir, i, h));
+          }
           descs.push_back(decode(raw));
         }
         device.submit(descs, BoundsCheck::kOff);  // the addresses are the recorded ones, not this device's buffers
         submitted.insert(submitted.end(), descs.begin(), descs.end());
         r.descriptors += descs.size();
       } else if (e.contains("wait")) {
-        device.wait(fence0 + e["wait"].at("fence").get<uint32_t>());
-        r.recorded_cycles = e["wait"].at("busy_cycles");
+        const std::string where = fmt::format("{}: event {} (wait)", dir, i);
+        device.wait(fence0 + static_cast<uint32_t>(number(e["wait"], "fence", UINT32_MAX, where)));
+        r.recorded_cycles = number(e["wait"], "busy_cycles", UINT64_MAX, where);
         r.replayed_cycles = device.counters().busy_cycles - busy0;
         ++r.waits;
       } else if (e.contains("check")) {
@@ -175,8 +194,6 @@ ReplayReport replay(const std::string& dir, Device& device) {
     }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}/trace.json: {}", dir, e.what()));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("{}/trace.json: a descriptor is not hex: {}", dir, e.what()));
   }
   return r;
 }

@@ -16,6 +16,12 @@ void Gpt2Config::validate(const std::string& where) const {
     throw ModelError(fmt::format("{}: vocab_size, n_positions, n_embd, n_head and n_layer must be positive", where));
   if (width % heads)
     throw ModelError(fmt::format("{}: n_head = {} does not divide n_embd = {}", where, heads, width));
+  // Far above any GPT-2 family model, and low enough that every size derived from them (4E columns
+  // in 32 bits, all the layers' parameters in 64) fits.
+  constexpr uint32_t kMaxWidth = 1u << 16, kMaxLayers = 1u << 16;
+  if (width > kMaxWidth || layers > kMaxLayers)
+    throw ModelError(fmt::format("{}: n_embd = {} or n_layer = {} is beyond the limit of {} and {}", where, width,
+                                 layers, kMaxWidth, kMaxLayers));
   if (!(eps > 0) || !std::isfinite(eps))
     throw ModelError(fmt::format("{}: layer_norm_epsilon = {} is not a positive number", where, eps));
 }
@@ -135,6 +141,17 @@ Gpt2Model Gpt2Model::load(const fs::path& dir) {
   m.cfg = Gpt2Config::load(dir);
   const fs::path weights = dir / "model.safetensors";
   const uint32_t E = m.cfg.width;
+  const SafetensorsFile file = SafetensorsFile::open(weights);
+  // Refuse a config that names more weights than the file holds (at 2 bytes each, F16 or BF16)
+  // before allocating anything for them.
+  const uint64_t needed = 2 * ((uint64_t{m.cfg.vocab} + m.cfg.positions + 2) * E +
+                               uint64_t{m.cfg.layers} * (12ull * E * E + 13ull * E));
+  uint64_t held = 0;
+  for (const auto& [name, t] : file.tensors()) held += t.end - t.begin;
+  if (needed > held)
+    throw ModelError(fmt::format("{}: holds {} bytes of tensors, but the {} layers of width {} in config.json need at "
+                                 "least {}",
+                                 weights.string(), held, m.cfg.layers, E, needed));
   m.blocks.resize(m.cfg.layers);
   for (auto& b : m.blocks) {
     b.c_attn = {E, 3 * E, {}, {}};
@@ -142,7 +159,6 @@ Gpt2Model Gpt2Model::load(const fs::path& dir) {
     b.c_fc = {E, 4 * E, {}, {}};
     b.mlp_proj = {4 * E, E, {}, {}};
   }
-  const SafetensorsFile file = SafetensorsFile::open(weights);
   // Checkpoints saved from GPT2LMHeadModel prefix the names with "transformer.".
   const bool prefixed = !file.contains("wte.weight") && file.contains("transformer.wte.weight");
   for_each_tensor(m, [&](const std::string& name, std::vector<float>& dst, const std::vector<uint64_t>& shape) {

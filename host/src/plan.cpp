@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <numeric>
-#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -36,12 +34,15 @@ uint32_t layer_number(const std::string& text, const std::string& plan) {
 
 // `total` split in proportion to `weights`, largest remainders first, summing to `total`.
 std::vector<uint32_t> shares(uint32_t total, const std::vector<double>& weights) {
-  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+  // Relative to the largest weight, so that huge weights (1e308) cannot make the sum infinite.
+  const double top = *std::max_element(weights.begin(), weights.end());
+  double sum = 0;
+  for (double w : weights) sum += w / top;
   std::vector<uint32_t> out(weights.size());
   std::vector<std::pair<double, size_t>> rest;
   uint32_t given = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
-    const double exact = total * weights[i] / sum;
+    const double exact = total * (weights[i] / top) / sum;
     out[i] = static_cast<uint32_t>(std::floor(exact));
     given += out[i];
     rest.emplace_back(exact - out[i], i);
@@ -71,7 +72,10 @@ Plan Plan::parse(const std::string& text) {
     for (std::string dev_text : split(stage_text.substr(at + 1), '+')) {
       PlanDevice d;
       // rK: names the MPI rank (a device kind never starts with r and a digit).
-      if (static const std::regex rank_prefix(R"(^r(\d+):)"); std::regex_search(dev_text, rank_prefix)) {
+      // (Checked by hand: std::regex recurses once per character and overflows the stack on a
+      // long run of digits.)
+      if (const size_t end = dev_text.find_first_not_of("0123456789", 1);
+          dev_text.starts_with('r') && end > 1 && end != std::string::npos && dev_text[end] == ':') {
         const size_t colon = dev_text.find(':');
         const auto rank = parse_uint(dev_text.substr(1, colon - 1), 0, 1 << 20);
         if (!rank) throw std::invalid_argument(fmt::format("plan '{}': bad rank in '{}'", text, dev_text));
@@ -88,6 +92,9 @@ Plan Plan::parse(const std::string& text) {
             !std::isfinite(d.weight))
           throw std::invalid_argument(fmt::format("plan '{}': weight '{}' of {} is not a positive number", text, w,
                                                   d.spec));
+        // A second '*' (even inside an xdma path) would make the printed plan read differently.
+        if (d.spec.find('*') != std::string::npos)
+          throw std::invalid_argument(fmt::format("plan '{}': device '{}' has more than one *WEIGHT", text, dev_text));
       }
       if (d.spec.empty()) throw std::invalid_argument(fmt::format("plan '{}': an empty device in stage '{}'", text, stage_text));
       d.kind = d.spec.substr(0, d.spec.find_first_of(":?"));
@@ -235,7 +242,13 @@ std::string Plan::str() const {
     for (size_t i = 0; i < st.devices.size(); ++i) {
       out += (i ? "+" : "") + (st.devices[i].rank_given ? fmt::format("r{}:", st.devices[i].rank) : "") +
              st.devices[i].spec;
-      if (st.devices[i].weight != 1) out += fmt::format("*{}", st.devices[i].weight);
+      if (st.devices[i].weight != 1) {
+        // The shortest form that reads back exactly, without the '+' of an exponent ("1e+20"),
+        // which would split the device list.
+        std::string w = fmt::format("{}", st.devices[i].weight);
+        if (const size_t e = w.find("e+"); e != std::string::npos) w.erase(e + 1, 1);
+        out += "*" + w;
+      }
     }
   }
   return out;

@@ -85,13 +85,18 @@ json parse_header(std::string_view text, const std::string& file) {
   };
   try {
     return json::parse(text.begin(), text.end(), check);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw ModelError(fmt::format("{}: the header is not valid JSON: {}", file, e.what()));
   }
 }
 
+// A value for an error message: scalars as written, arrays and objects by their type (dumping a
+// deeply nested one would recurse once per level and could overflow the stack).
+std::string brief(const json& v) { return v.is_primitive() ? v.dump() : std::string(v.type_name()); }
+
 uint64_t offset_value(const json& v, const std::string& where) {
-  if (!v.is_number_unsigned()) throw ModelError(fmt::format("{}: data_offsets entry {} is not a non-negative integer", where, v.dump()));
+  if (!v.is_number_unsigned())
+    throw ModelError(fmt::format("{}: data_offsets entry {} is not a non-negative integer", where, brief(v)));
   return v.get<uint64_t>();
 }
 
@@ -113,9 +118,9 @@ TensorInfo parse_entry(const std::string& name, const json& entry, uint64_t data
   if (!shape.is_array()) throw ModelError(fmt::format("{}: 'shape' is not an array", where));
   for (const json& d : shape) {
     if (d.is_number_integer() && !d.is_number_unsigned())
-      throw ModelError(fmt::format("{}: shape entry {} is negative", where, d.dump()));
+      throw ModelError(fmt::format("{}: shape entry {} is negative", where, brief(d)));
     if (!d.is_number_unsigned())
-      throw ModelError(fmt::format("{}: shape entry {} is not a non-negative integer", where, d.dump()));
+      throw ModelError(fmt::format("{}: shape entry {} is not a non-negative integer", where, brief(d)));
     t.shape.push_back(d.get<uint64_t>());
   }
 
