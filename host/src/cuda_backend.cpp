@@ -164,7 +164,9 @@ class CudaBackend final : public MatmulBackend {
   CudaBackend(int index, GpuPrecision precision, std::string name)
       : index_(index), precision_(precision), name_(std::move(name)) {
     check(cudaSetDevice(index), "cudaSetDevice");
-    stream_ = make<Stream>([](cudaStream_t* s) { return cudaStreamCreate(s); }, "cudaStreamCreate");
+    // Non-blocking: the backend's work never waits on the legacy default stream.
+    stream_ = make<Stream>([](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); },
+                           "cudaStreamCreateWithFlags");
     blas_ = make<Blas>([](cublasHandle_t* h) { return cublasCreate(h); }, "cublasCreate");
     check(cublasSetStream(blas_.get(), stream()), "cublasSetStream");
     lt_ = make<BlasLt>([](cublasLtHandle_t* h) { return cublasLtCreate(h); }, "cublasLtCreate");

@@ -192,7 +192,7 @@ def gpu_checks():
         gpus = min(gpus, len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]))
     if gpus == 0:
         print("no NVIDIA GPU here (nvidia-smi lists none)")
-        sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU") == "1" else 77)  # gpu-check requires one
+        sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU", "0") not in ("", "0") else 77)  # gpu-check requires one
     for precision in ("fp32", "int8"):
         j = same_as_single(f"2 ranks, a GPU ({precision}) then a model device, over MPI", 2,
                            f"0@r0:cuda:0?precision={precision};1@r1:model", f"0@cuda:0?precision={precision};1@model",

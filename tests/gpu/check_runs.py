@@ -55,7 +55,7 @@ gpus = [d for d in devices if d["kind"] == "cuda" and d["available"]]
 if not gpus:
     reason = next((d.get("reason", "") for d in devices if d["kind"] == "cuda"), "no cuda entry")
     print(reason)
-    sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU") == "1" else 77)
+    sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU", "0") not in ("", "0") else 77)
 for g in gpus:
     print(f"{g['spec']}: {g['name']}, {g['mem_bytes'] >> 20} MiB, compute capability {g['compute_capability']}")
 
