@@ -4,10 +4,10 @@
 //    triple-loop matrix products), tokens per second, on the tiny model and a GPT-2-small layer;
 //  - the tiny model in int8 on a device (default rtl): wall time and simulated cycles per second;
 //  - utilization per op type on GPT-2-small shapes (one layer, 128 tokens) on the model backend;
-//  - with --gpu, GEMM throughput on GPU 0 at GPT-2-small's linear shapes in each precision, against
-//    the GPU's published peak (the only part that runs alone with --gpu-only).
+//  - instead, with --gpu: GEMM throughput on GPU 0 at GPT-2-small's linear shapes in each precision,
+//    against the GPU's published peak.
 //
-//   tessera-bench-runtime [--device rtl] [--skip-device] [--gpu | --gpu-only]
+//   tessera-bench-runtime [--device rtl] [--skip-device] | --gpu
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   po::options_description opts("tessera-bench-runtime: the host runtime's benchmark figures");
   opts.add_options()("help,h", "this text")("device", po::value(&device)->default_value(device),
                                             "device for the tiny model in int8")("skip-device", "no device run")(
-      "gpu", "also GEMM throughput on GPU 0")("gpu-only", "only GEMM throughput on GPU 0");
+      "gpu", "GEMM throughput on GPU 0 instead");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    if (vm.count("gpu-only")) return gpu_gemms() ? 0 : 1;
+    if (vm.count("gpu")) return gpu_gemms() ? 0 : 1;
     fmt::print("cpu backend (OpenBLAS sgemm) against plain triple-loop matrix products, same forward pass:\n");
     const Gpt2Model tiny = Gpt2Model::tiny(1);
     cpu_vs_plain("tiny model, 8 x 128 tokens", tiny, 8, 128);
@@ -184,10 +184,6 @@ int main(int argc, char** argv) {
       fmt::print("  {:<10} {:>12} MACs {:>10} cycles  utilization {:.3f}\n", op, c.macs, c.cycles,
                  double(c.macs) / double(c.cycles * cfg.rows * cfg.cols));
     fmt::print("  wall time of the layer with its logits on the model backend: {:.2f} s\n", t);
-    if (vm.count("gpu")) {
-      fmt::print("\n");
-      gpu_gemms();
-    }
   } catch (const std::exception& e) {
     std::cerr << "tessera-bench-runtime: " << e.what() << "\n";
     return 1;

@@ -527,14 +527,31 @@ class CudaBackend final : public MatmulBackend {
 
 }  // namespace
 
-std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
-                                                 std::string& why_not) {
+namespace {
+
+// How many GPUs the CUDA runtime shows this process, or -1 with `why_not` set. With no GPU driver
+// the count is an error ("CUDA driver version is insufficient"), not zero devices.
+int gpu_count(std::string& why_not) {
   int count = 0;
-  // With no GPU driver this is an error ("CUDA driver version is insufficient"), not zero devices.
   if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
     why_not = fmt::format("no usable GPU: {}", cudaGetErrorString(e));
-    return nullptr;
+    return -1;
   }
+  return count;
+}
+
+std::string uuid_hex(const cudaDeviceProp& p) {
+  std::string hex;
+  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+}
+
+}  // namespace
+
+std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
+                                                 std::string& why_not) {
+  const int count = gpu_count(why_not);
+  if (count < 0) return nullptr;
   if (index < 0 || index >= count) {
     why_not = fmt::format("no GPU {} (this machine has {})", index, count);
     return nullptr;
@@ -547,16 +564,6 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precisi
   }
 }
 
-namespace {
-
-std::string uuid_hex(const cudaDeviceProp& p) {
-  std::string hex;
-  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
-  return hex;
-}
-
-}  // namespace
-
 std::string gpu_uuid(int index) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return {};
@@ -564,11 +571,8 @@ std::string gpu_uuid(int index) {
 }
 
 std::vector<GpuInfo> list_gpus(std::string& why_not) {
-  int count = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    why_not = fmt::format("no usable GPU: {}", cudaGetErrorString(e));
-    return {};
-  }
+  const int count = gpu_count(why_not);
+  if (count < 0) return {};
   if (count == 0) {
     why_not = "no usable GPU: the CUDA runtime sees none (is CUDA_VISIBLE_DEVICES empty?)";
     return {};

@@ -144,8 +144,7 @@ Gpt2Model Gpt2Model::load(const fs::path& dir) {
   const SafetensorsFile file = SafetensorsFile::open(weights);
   // Refuse a config that names more weights than the file holds (at 2 bytes each, F16 or BF16)
   // before allocating anything for them.
-  const uint64_t needed = 2 * ((uint64_t{m.cfg.vocab} + m.cfg.positions + 2) * E +
-                               uint64_t{m.cfg.layers} * (12ull * E * E + 13ull * E));
+  const uint64_t needed = 2 * m.cfg.parameters();
   uint64_t held = 0;
   for (const auto& [name, t] : file.tensors()) held += t.end - t.begin;
   if (needed > held)
@@ -175,6 +174,11 @@ void Gpt2Model::save(const fs::path& dir, DType dtype) const {
     tensors.push_back({name, dtype, shape, v});
   });
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+}
+
+uint64_t Gpt2Config::parameters() const {
+  const uint64_t E = width;
+  return (uint64_t{vocab} + positions + 2) * E + uint64_t{layers} * (12 * E * E + 13 * E);
 }
 
 uint64_t Gpt2Model::parameters() const {

@@ -28,16 +28,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checks import check, finish, no_gpu_exit  # noqa: E402 (the tests' shared module)
+
 MPIEXEC, TESSERA, WITH_RTL = sys.argv[1], sys.argv[2], sys.argv[3].upper() in ("1", "ON", "TRUE")
 GPU = "--gpu" in sys.argv[4:]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail[-1500:]}"), flush=True)
-    passed += ok
-    failed += not ok
 
 
 def mpirun(n, *args, env=None):
@@ -192,7 +187,7 @@ def gpu_checks():
         gpus = min(gpus, len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]))
     if gpus == 0:
         print("no NVIDIA GPU here (nvidia-smi lists none)")
-        sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU", "0") not in ("", "0") else 77)  # gpu-check requires one
+        no_gpu_exit()
     for precision in ("fp32", "int8"):
         j = same_as_single(f"2 ranks, a GPU ({precision}) then a model device, over MPI", 2,
                            f"0@r0:cuda:0?precision={precision};1@r1:model", f"0@cuda:0?precision={precision};1@model",
@@ -221,5 +216,4 @@ def gpu_checks():
 
 
 gpu_checks() if GPU else cpu_checks()
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -7,19 +7,14 @@ cosine >= 0.995 in bf16 and int8. Prints each run's figures.
 
 usage: check_runs.py TESSERA        exit 77 (skipped) where there is no GPU, 1 under TESSERA_REQUIRE_GPU=1"""
 import json
-import os
+import pathlib
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checks import check, finish, no_gpu_exit  # noqa: E402 (the tests' shared module)
+
 TESSERA = sys.argv[1]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail[-1500:]}"), flush=True)
-    passed += ok
-    failed += not ok
 
 
 def tessera(*args):
@@ -55,7 +50,7 @@ gpus = [d for d in devices if d["kind"] == "cuda" and d["available"]]
 if not gpus:
     reason = next((d.get("reason", "") for d in devices if d["kind"] == "cuda"), "no cuda entry")
     print(reason)
-    sys.exit(1 if os.environ.get("TESSERA_REQUIRE_GPU", "0") not in ("", "0") else 77)
+    no_gpu_exit()
 for g in gpus:
     print(f"{g['spec']}: {g['name']}, {g['mem_bytes'] >> 20} MiB, compute capability {g['compute_capability']}")
 
@@ -73,5 +68,4 @@ for precision in ("fp32", "bf16", "int8"):
         precision, *gpt2_layer)
 run("a GPT-2-small-shaped layer at 128 tokens on the accelerator model", "0@model", "int8", *gpt2_layer)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

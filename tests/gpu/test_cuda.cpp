@@ -41,24 +41,11 @@ std::vector<float> random_values(size_t n, std::mt19937& rng, float spread = 1.0
   return v;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += double(got[i] - want[i]) * (got[i] - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+// How far got is from want, as a run's numerics report measures it (one row of want.size() values).
+Numerics distance(const std::vector<float>& got, const std::vector<float>& want) {
+  return compare_logits(got, want, static_cast<uint32_t>(want.size()));
 }
-
-double cosine(const std::vector<float>& got, const std::vector<float>& want) {
-  double dot = 0, ng = 0, nw = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    dot += double(got[i]) * want[i];
-    ng += double(got[i]) * got[i];
-    nw += double(want[i]) * want[i];
-  }
-  return ng > 0 && nw > 0 ? dot / std::sqrt(ng * nw) : (ng == nw ? 1.0 : 0.0);
-}
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) { return distance(got, want).rel_l2; }
 
 size_t differing(const std::vector<float>& got, const std::vector<float>& want) {
   size_t n = 0;
@@ -76,9 +63,9 @@ bool all_finite(const std::vector<float>& v) {
 // cosine of at least 0.995. Prints both figures.
 void against_cpu(GpuPrecision p, const std::vector<float>& got, const std::vector<float>& want,
                  const std::string& what) {
-  const double r = rel_l2(got, want), c = cosine(got, want);
-  const bool ok = got.size() == want.size() && all_finite(got) &&
-                  (p == GpuPrecision::kFp32 ? r <= 1e-4 : c >= 0.995);
+  const Numerics n = distance(got, want);
+  const double r = n.rel_l2, c = n.cosine;
+  const bool ok = all_finite(got) && (p == GpuPrecision::kFp32 ? r <= 1e-4 : c >= 0.995);
   expect(ok, fmt::format("{} against fp32 on the CPU: relative L2 {:.3g}, cosine {:.7f} (target: {})", what, r, c,
                          p == GpuPrecision::kFp32 ? "relative L2 <= 1e-4" : "cosine >= 0.995"));
 }

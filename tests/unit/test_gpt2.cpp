@@ -124,6 +124,7 @@ TEST_CASE("the tiny model and the CPU forward pass match a double-precision refe
   const Gpt2Model m = Gpt2Model::tiny(7);
   CHECK(m.cfg.width == 128);
   CHECK(m.parameters() == 512u * 128 + 256u * 128 + 2 * (12u * 128 * 128 + 13u * 128) + 2 * 128);
+  CHECK(m.parameters() == m.cfg.parameters());
   std::vector<int32_t> tokens = {1, 17, 300, 42, 511, 0, 9, 256, 33, 100, 7, 7};
   CpuBackend cpu;
   const auto logits = forward(m, tokens, 1, static_cast<uint32_t>(tokens.size()), cpu);

@@ -27,6 +27,8 @@ struct Gpt2Config {
   static Gpt2Config load(const std::filesystem::path& dir);  // DIR/config.json
   nlohmann::json to_json() const;
   void validate(const std::string& where) const;  // heads divide the width, sizes non-zero
+  // The parameters a model of this shape has: embeddings, 12 E^2 + 13 E per layer, the final LayerNorm.
+  uint64_t parameters() const;
 };
 
 // One linear layer, y = x W + b: W [in, out] row-major.
