@@ -1,8 +1,13 @@
 tsr_pkg.sv
 tsr_int_pkg.sv
 tsr_fifo.sv
+tsr_gemm_cfg.sv
+tsr_desc_check.sv
 tsr_csr.sv
 tsr_axi_rd.sv
+tsr_loader_a.sv
+tsr_loader_b.sv
+tsr_rd_arb.sv
 tsr_loader.sv
 tsr_scratch.sv
 tsr_pe.sv

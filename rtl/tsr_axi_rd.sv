@@ -3,11 +3,11 @@
 // in flight (one ID, so data returns in order), and hands each data beat back with the request's
 // tag and the beat's index within the request.
 module tsr_axi_rd #(
-  parameter int unsigned AddrWidth = 32,
   parameter int unsigned DataWidth = 256,
   parameter int unsigned TagWidth = 16,
   parameter int unsigned MaxReads = 16,
-  parameter int unsigned BeatsWidth = 16   // request length field width
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS   // request length field width
 ) (
   input  logic                   clk_i,
   input  logic                   rst_ni,
@@ -45,7 +45,8 @@ module tsr_axi_rd #(
 );
   localparam int unsigned BeatBytes = DataWidth / 8;
   localparam int unsigned BeatShift = $clog2(BeatBytes);
-  localparam int unsigned PageBeats = 4096 / BeatBytes;
+  localparam int unsigned PageBeats = tsr_pkg::PAGE_BYTES / BeatBytes;
+  localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
   localparam int unsigned TrackW = TagWidth + BeatsWidth + 1 + AddrWidth;
 
   // The request being split into bursts.
@@ -66,15 +67,18 @@ module tsr_axi_rd #(
   logic                  ar_hold_q, ar_hold_d;  // AR valid awaiting ready: must not be withdrawn
   logic [AddrWidth-1:0]  err_addr_q, err_addr_d;
 
-  assign page_left   = BeatsWidth'(PageBeats) - BeatsWidth'(addr_q[11:BeatShift]);
+  assign page_left   = BeatsWidth'(PageBeats) - BeatsWidth'(addr_q[PageW-1:BeatShift]);
   always_comb begin
     burst_beats = left_q;
     if (page_left < burst_beats) burst_beats = page_left;
-    if (burst_beats > BeatsWidth'(256)) burst_beats = BeatsWidth'(256);
+    if (burst_beats > BeatsWidth'(tsr_pkg::MAX_BURST_BEATS)) burst_beats = BeatsWidth'(tsr_pkg::MAX_BURST_BEATS);
   end
   assign last_burst = burst_beats == left_q;
 
-  assign m_arvalid_o = busy_q && !track_full && (!abort_i || ar_hold_q);
+  // After an abort, a request cut short keeps busy_q until the soft reset's clear, which comes with
+  // abort already low: no burst may start then, or the clear would forget it while the memory
+  // still answers it (found by tsr_fifo_sva's a_fifo_no_pop_when_empty).
+  assign m_arvalid_o = busy_q && !track_full && !clear_i && (!abort_i || ar_hold_q);
   assign m_araddr_o  = addr_q;
   assign m_arlen_o   = 8'(burst_beats - 1'b1);
   assign m_arsize_o  = 3'(BeatShift);

@@ -6,8 +6,8 @@ module tsr_csr #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
-  parameter int unsigned AddrWidth = 32,
-  parameter int unsigned NumCounters = 5
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned NumCounters = tsr_pkg::NUM_COUNTERS
 ) (
   input  logic        clk_i,
   input  logic        rst_ni,

@@ -7,10 +7,9 @@
 module tsr_ctrl #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
-  parameter int unsigned AddrWidth = 32,
-  parameter int unsigned BeatsWidth = 16,
-  localparam int unsigned KW = $clog2(KMax),
-  localparam int unsigned NumCounters = 5
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
+  localparam int unsigned KW = $clog2(KMax)
 ) (
   input  logic                   clk_i,
   input  logic                   rst_ni,
@@ -31,7 +30,7 @@ module tsr_ctrl #(
   output logic [31:0]            ring_head_o,
   output logic [31:0]            completed_o,
   output logic [31:0]            last_tag_o,
-  output logic [NumCounters*64-1:0] counters_o,
+  output logic [tsr_pkg::NUM_COUNTERS*64-1:0] counters_o,
   // descriptor fetch
   output logic                   desc_req_valid_o,
   input  logic                   desc_req_ready_i,
@@ -43,26 +42,7 @@ module tsr_ctrl #(
   // the GEMM units
   output logic                   abort_o,
   output logic                   start_o,
-  output logic [15:0]            m_o,
-  output logic [15:0]            n_o,
-  output logic [KW:0]            k_o,
-  output logic                   acc_o,
-  output logic                   bias_o,
-  output logic                   int8_o,
-  output logic [AddrWidth-1:0]   a_addr_o,
-  output logic [AddrWidth-1:0]   b_addr_o,
-  output logic [AddrWidth-1:0]   c_addr_o,
-  output logic [AddrWidth-1:0]   cin_addr_o,
-  output logic [AddrWidth-1:0]   bias_addr_o,
-  output logic [AddrWidth-1:0]   mult_addr_o,
-  output logic [AddrWidth-1:0]   shift_addr_o,
-  output logic [AddrWidth-1:0]   lda_o,
-  output logic [AddrWidth-1:0]   ldb_o,
-  output logic [AddrWidth-1:0]   ldc_o,
-  output logic [AddrWidth-1:0]   ldcin_o,
-  output logic [7:0]             out_zp_o,
-  output logic [7:0]             act_min_o,
-  output logic [7:0]             act_max_o,
+  output tsr_pkg::gemm_cfg_t     cfg_o,
   input  logic                   gemm_done_i,      // every row of the GEMM left the epilogue
   input  logic                   store_idle_i,     // and was written and acknowledged
   input  logic                   store_quiet_i,
@@ -97,113 +77,27 @@ module tsr_ctrl #(
   logic [63:0] chk_addr_q, chk_addr_d;
   logic [31:0] mn_q;
   logic [47:0] macs_q;
-  logic [63:0] cnt_q [NumCounters];
+  logic [63:0] cnt_q [tsr_pkg::NUM_COUNTERS];
 
-  // ---------------------------------------------------------------- descriptor fields
-  logic [7:0]  f_op;
-  logic [1:0]  f_mode;
-  logic [31:0] f_m, f_n, f_k, f_lda, f_ldb, f_ldc, f_ldcin, f_tag;
-  logic [63:0] f_a, f_b, f_c, f_cin, f_bias, f_mult, f_shift;
-  logic        f_acc, f_bias_en, f_irq, f_int8;
-  logic [7:0]  f_zp, f_min, f_max;
-  assign f_op      = desc_q[tsr_pkg::D_OPCODE_LSB +: tsr_pkg::D_OPCODE_BITS];
-  assign f_mode    = desc_q[tsr_pkg::D_OUT_MODE_LSB +: tsr_pkg::D_OUT_MODE_BITS];
-  assign f_m       = desc_q[tsr_pkg::D_M_LSB +: tsr_pkg::D_M_BITS];
-  assign f_n       = desc_q[tsr_pkg::D_N_LSB +: tsr_pkg::D_N_BITS];
-  assign f_k       = desc_q[tsr_pkg::D_K_LSB +: tsr_pkg::D_K_BITS];
-  assign f_a       = desc_q[tsr_pkg::D_A_ADDR_LSB +: tsr_pkg::D_A_ADDR_BITS];
-  assign f_b       = desc_q[tsr_pkg::D_B_ADDR_LSB +: tsr_pkg::D_B_ADDR_BITS];
-  assign f_c       = desc_q[tsr_pkg::D_C_ADDR_LSB +: tsr_pkg::D_C_ADDR_BITS];
-  assign f_cin     = desc_q[tsr_pkg::D_CIN_ADDR_LSB +: tsr_pkg::D_CIN_ADDR_BITS];
-  assign f_bias    = desc_q[tsr_pkg::D_BIAS_ADDR_LSB +: tsr_pkg::D_BIAS_ADDR_BITS];
-  assign f_mult    = desc_q[tsr_pkg::D_MULT_ADDR_LSB +: tsr_pkg::D_MULT_ADDR_BITS];
-  assign f_shift   = desc_q[tsr_pkg::D_SHIFT_ADDR_LSB +: tsr_pkg::D_SHIFT_ADDR_BITS];
-  assign f_lda     = desc_q[tsr_pkg::D_LDA_LSB +: tsr_pkg::D_LDA_BITS];
-  assign f_ldb     = desc_q[tsr_pkg::D_LDB_LSB +: tsr_pkg::D_LDB_BITS];
-  assign f_ldc     = desc_q[tsr_pkg::D_LDC_LSB +: tsr_pkg::D_LDC_BITS];
-  assign f_ldcin   = desc_q[tsr_pkg::D_LDCIN_LSB +: tsr_pkg::D_LDCIN_BITS];
-  assign f_zp      = desc_q[tsr_pkg::D_OUT_ZP_LSB +: tsr_pkg::D_OUT_ZP_BITS];
-  assign f_min     = desc_q[tsr_pkg::D_ACT_MIN_LSB +: tsr_pkg::D_ACT_MIN_BITS];
-  assign f_max     = desc_q[tsr_pkg::D_ACT_MAX_LSB +: tsr_pkg::D_ACT_MAX_BITS];
-  assign f_tag     = desc_q[tsr_pkg::D_TAG_LSB +: tsr_pkg::D_TAG_BITS];
-  assign f_bias_en = desc_q[tsr_pkg::FLAG_BIAS];
-  assign f_acc     = desc_q[tsr_pkg::FLAG_ACCUMULATE];
-  assign f_irq     = desc_q[tsr_pkg::FLAG_IRQ];
-  assign f_int8    = f_mode == tsr_pkg::OUT_INT8;
+  // ---------------------------------------------------------------- the descriptor
+  tsr_pkg::desc_t desc;
+  assign desc = desc_q;
+
+  tsr_gemm_cfg u_gemm_cfg (
+    .desc_i(desc),
+    .cfg_o
+  );
 
   logic [63:0] desc_addr;
   assign desc_addr = ring_base_i + (64'(head_q) << DescShift);
 
   // ---------------------------------------------------------------- descriptor checks
-  // Order and meaning as docs/registers.md and the golden model's validate().
-  localparam int unsigned NumChecked = 11;
-  logic [63:0] chk_val  [NumChecked];
-  logic        chk_used [NumChecked];
-  logic        chk_is_addr [NumChecked];
-  always_comb begin
-    chk_val[0]  = f_a;            chk_used[0]  = 1'b1;      chk_is_addr[0]  = 1'b1;
-    chk_val[1]  = 64'(f_lda);     chk_used[1]  = 1'b1;      chk_is_addr[1]  = 1'b0;
-    chk_val[2]  = f_b;            chk_used[2]  = 1'b1;      chk_is_addr[2]  = 1'b1;
-    chk_val[3]  = 64'(f_ldb);     chk_used[3]  = 1'b1;      chk_is_addr[3]  = 1'b0;
-    chk_val[4]  = f_c;            chk_used[4]  = 1'b1;      chk_is_addr[4]  = 1'b1;
-    chk_val[5]  = 64'(f_ldc);     chk_used[5]  = 1'b1;      chk_is_addr[5]  = 1'b0;
-    chk_val[6]  = f_cin;          chk_used[6]  = f_acc;     chk_is_addr[6]  = 1'b1;
-    chk_val[7]  = 64'(f_ldcin);   chk_used[7]  = f_acc;     chk_is_addr[7]  = 1'b0;
-    chk_val[8]  = f_bias;         chk_used[8]  = f_bias_en; chk_is_addr[8]  = 1'b1;
-    chk_val[9]  = f_mult;         chk_used[9]  = f_int8;    chk_is_addr[9]  = 1'b1;
-    chk_val[10] = f_shift;        chk_used[10] = f_int8;    chk_is_addr[10] = 1'b1;
-  end
-
-  always_comb begin
-    chk_code_d = tsr_pkg::ERR_NONE;
-    chk_addr_d = '0;
-    if (f_op != tsr_pkg::OP_GEMM && f_op != tsr_pkg::OP_NOP) begin
-      chk_code_d = tsr_pkg::ERR_OPCODE;
-      chk_addr_d = desc_addr;
-    end else if (f_op == tsr_pkg::OP_GEMM) begin
-      if (f_mode > tsr_pkg::OUT_INT8) begin
-        chk_code_d = tsr_pkg::ERR_MODE;
-        chk_addr_d = desc_addr;
-      end else if (f_m == '0 || f_n == '0 || f_k == '0 || f_m > tsr_pkg::DIM_MAX ||
-                   f_n > tsr_pkg::DIM_MAX || f_k > KMax) begin
-        chk_code_d = tsr_pkg::ERR_DIM;
-        chk_addr_d = desc_addr;
-      end else if (f_int8 && $signed(f_min) > $signed(f_max)) begin
-        chk_code_d = tsr_pkg::ERR_PARAM;
-        chk_addr_d = desc_addr;
-      end else begin
-        for (int i = NumChecked - 1; i >= 0; i--) begin
-          if (chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0) begin
-            chk_code_d = tsr_pkg::ERR_ALIGN;
-            chk_addr_d = chk_val[i];
-          end
-        end
-        if (chk_code_d == tsr_pkg::ERR_NONE) begin
-          if (f_lda < f_k) begin
-            chk_code_d = tsr_pkg::ERR_STRIDE;
-            chk_addr_d = 64'(f_lda);
-          end else if (f_ldb < f_n) begin
-            chk_code_d = tsr_pkg::ERR_STRIDE;
-            chk_addr_d = 64'(f_ldb);
-          end else if (34'(f_ldc) < (f_int8 ? 34'(f_n) : {f_n, 2'b00})) begin
-            chk_code_d = tsr_pkg::ERR_STRIDE;
-            chk_addr_d = 64'(f_ldc);
-          end else if (f_acc && 34'(f_ldcin) < {f_n, 2'b00}) begin
-            chk_code_d = tsr_pkg::ERR_STRIDE;
-            chk_addr_d = 64'(f_ldcin);
-          end
-        end
-        if (chk_code_d == tsr_pkg::ERR_NONE) begin
-          for (int i = NumChecked - 1; i >= 0; i--) begin
-            if (chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0) begin
-              chk_code_d = tsr_pkg::ERR_ADDR;
-              chk_addr_d = chk_val[i];
-            end
-          end
-        end
-      end
-    end
-  end
+  tsr_desc_check #(.KMax(KMax)) u_check (
+    .desc_i     (desc),
+    .desc_addr_i(desc_addr),
+    .code_o     (chk_code_d),
+    .addr_o     (chk_addr_d)
+  );
 
   // ---------------------------------------------------------------- ring checks
   logic        ring_bad;
@@ -282,7 +176,7 @@ module tsr_ctrl #(
       CWaitDesc: if (desc_beat_valid_i && desc_beat_last_i) state_d = CDecode;
       CDecode:   state_d = CCheck;
       CCheck: begin
-        if (f_op == tsr_pkg::OP_NOP) begin
+        if (desc.opcode == tsr_pkg::OP_NOP) begin
           state_d = CComplete;
         end else begin
           start_o = 1'b1;
@@ -293,8 +187,8 @@ module tsr_ctrl #(
       CComplete: begin
         head_d      = (head_q + 1'b1) & (ring_size_i - 1'b1);
         completed_d = completed_q + 1'b1;
-        last_tag_d  = f_tag;
-        irq_done_o  = f_irq;
+        last_tag_d  = desc.tag;
+        irq_done_o  = desc.irq;
         state_d     = CIdle;
       end
       CAbort:    if (drained) state_d = CHalted;
@@ -340,31 +234,36 @@ module tsr_ctrl #(
   // ---------------------------------------------------------------- counters
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      for (int i = 0; i < NumCounters; i++) cnt_q[i] <= '0;
+      for (int i = 0; i < tsr_pkg::NUM_COUNTERS; i++) cnt_q[i] <= '0;
     end else if (clear_q) begin
-      for (int i = 0; i < NumCounters; i++) cnt_q[i] <= '0;
+      for (int i = 0; i < tsr_pkg::NUM_COUNTERS; i++) cnt_q[i] <= '0;
     end else begin
-      cnt_q[0] <= cnt_q[0] + 64'(in_flight || state_q == CComplete);
-      cnt_q[1] <= cnt_q[1] + 64'(state_q == CRun && stall_i);
-      cnt_q[2] <= cnt_q[2] + ((state_q == CComplete && f_op == tsr_pkg::OP_GEMM) ? 64'(macs_q) : 64'd0);
-      cnt_q[3] <= cnt_q[3] + (rd_beat_i ? 64'(BeatBytes) : 64'd0);
-      cnt_q[4] <= cnt_q[4] + 64'(wr_bytes_i);
+      cnt_q[tsr_pkg::CNT_BUSY]     <= cnt_q[tsr_pkg::CNT_BUSY] + 64'(in_flight || state_q == CComplete);
+      cnt_q[tsr_pkg::CNT_STALL]    <= cnt_q[tsr_pkg::CNT_STALL] + 64'(state_q == CRun && stall_i);
+      cnt_q[tsr_pkg::CNT_MACS]     <= cnt_q[tsr_pkg::CNT_MACS] +
+          ((state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) ? 64'(macs_q) : 64'd0);
+      cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (rd_beat_i ? 64'(BeatBytes) : 64'd0);
+      cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(wr_bytes_i);
     end
   end
-  for (genvar i = 0; i < NumCounters; i++) begin : g_cnt
+  for (genvar i = 0; i < tsr_pkg::NUM_COUNTERS; i++) begin : g_cnt
     assign counters_o[i*64 +: 64] = cnt_q[i];
   end
 
   always_ff @(posedge clk_i) begin
     if (desc_beat_valid_i) begin
       for (int unsigned b = 0; b < DescBeats; b++) begin
-        if (desc_beat_idx_i == BeatsWidth'(b)) desc_q[b*AxiDataWidth +: AxiDataWidth] <= desc_beat_data_i;
+        // Reserved bits are dropped: nothing reads them, and kept they would cost flip-flops.
+        if (desc_beat_idx_i == BeatsWidth'(b)) begin
+          desc_q[b*AxiDataWidth +: AxiDataWidth] <=
+              desc_beat_data_i & tsr_pkg::DESC_FIELD_BITS[b*AxiDataWidth +: AxiDataWidth];
+        end
       end
     end
     chk_code_q <= chk_code_d;
     chk_addr_q <= chk_addr_d;
-    mn_q       <= f_m[15:0] * f_n[15:0];
-    macs_q     <= 48'(mn_q) * 48'(f_k[KW:0]);
+    mn_q       <= desc.m[15:0] * desc.n[15:0];
+    macs_q     <= 48'(mn_q) * 48'(desc.k[KW:0]);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -398,24 +297,4 @@ module tsr_ctrl #(
   assign completed_o = completed_q;
   assign last_tag_o  = last_tag_q;
 
-  assign m_o          = f_m[15:0];
-  assign n_o          = f_n[15:0];
-  assign k_o          = f_k[KW:0];
-  assign acc_o        = f_acc;
-  assign bias_o       = f_bias_en;
-  assign int8_o       = f_int8;
-  assign a_addr_o     = AddrWidth'(f_a);
-  assign b_addr_o     = AddrWidth'(f_b);
-  assign c_addr_o     = AddrWidth'(f_c);
-  assign cin_addr_o   = AddrWidth'(f_cin);
-  assign bias_addr_o  = AddrWidth'(f_bias);
-  assign mult_addr_o  = AddrWidth'(f_mult);
-  assign shift_addr_o = AddrWidth'(f_shift);
-  assign lda_o        = AddrWidth'(f_lda);
-  assign ldb_o        = AddrWidth'(f_ldb);
-  assign ldc_o        = AddrWidth'(f_ldc);
-  assign ldcin_o      = AddrWidth'(f_ldcin);
-  assign out_zp_o     = f_zp;
-  assign act_min_o    = f_min;
-  assign act_max_o    = f_max;
 endmodule

@@ -8,7 +8,7 @@
 module tsr_epilogue #(
   parameter int unsigned Cols = 16,
   parameter int unsigned MetaWidth = 8,
-  localparam int unsigned Latency = 5
+  localparam int unsigned Latency = tsr_pkg::EPILOGUE_LATENCY
 ) (
   input  logic                  clk_i,
   input  logic                  rst_ni,
@@ -20,12 +20,7 @@ module tsr_epilogue #(
   input  logic [Cols*32-1:0]    bias_i,
   input  logic [Cols*32-1:0]    mult_i,
   input  logic [Cols*8-1:0]     shift_i,
-  input  logic                  acc_en_i,
-  input  logic                  bias_en_i,
-  input  logic                  int8_i,
-  input  logic [7:0]            out_zp_i,
-  input  logic [7:0]            act_min_i,
-  input  logic [7:0]            act_max_i,
+  input  tsr_pkg::gemm_cfg_t    cfg_i,
   output logic                  valid_o,
   output logic [MetaWidth-1:0]  meta_o,
   output logic [Cols*32-1:0]    data_o   // int32 lanes, or int8 lanes packed in the low Cols*8 bits
@@ -57,8 +52,8 @@ module tsr_epilogue #(
     logic signed [31:0] mult1_q, shl;
     logic signed [7:0]  shift;
     assign shift = $signed(shift_i[j*8 +: 8]);
-    assign acc_d = $signed(sum_i[j*32 +: 32]) + (acc_en_i ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
-                   (bias_en_i ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
+    assign acc_d = $signed(sum_i[j*32 +: 32]) + (cfg_i.accumulate ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
+                   (cfg_i.bias ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
 
     // Stage 2: x = acc << left (wrapping), product x * mult.
     assign shl = acc_q <<< left1_q;
@@ -89,7 +84,7 @@ module tsr_epilogue #(
     logic signed [31:0] zp_sum;
     logic signed [7:0]  q5_q;
     logic signed [31:0] acc5_q;
-    assign zp_sum = div4_q + 32'($signed(out_zp_i));
+    assign zp_sum = div4_q + 32'($signed(cfg_i.out_zp));
 
     always_ff @(posedge clk_i) begin
       acc_q    <= acc_d;
@@ -111,8 +106,8 @@ module tsr_epilogue #(
       div4_q   <= (high3_q >>> right3_q) + ((rem > thr) ? 32'sd1 : 32'sd0);
       acc4_q   <= acc3_q;
 
-      if (zp_sum < 32'($signed(act_min_i)))      q5_q <= $signed(act_min_i);
-      else if (zp_sum > 32'($signed(act_max_i))) q5_q <= $signed(act_max_i);
+      if (zp_sum < 32'($signed(cfg_i.act_min)))      q5_q <= $signed(cfg_i.act_min);
+      else if (zp_sum > 32'($signed(cfg_i.act_max))) q5_q <= $signed(cfg_i.act_max);
       else                                       q5_q <= zp_sum[7:0];
       acc5_q   <= acc4_q;
     end
@@ -122,5 +117,5 @@ module tsr_epilogue #(
 
   assign valid_o = valid_q[Latency-1];
   assign meta_o  = meta_q[Latency-1];
-  assign data_o  = int8_i ? {{(Cols*24){1'b0}}, out8} : out32;
+  assign data_o  = cfg_i.out_mode == tsr_pkg::OUT_INT8 ? {{(Cols*24){1'b0}}, out8} : out32;
 endmodule

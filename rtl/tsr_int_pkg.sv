@@ -8,4 +8,11 @@ package tsr_int_pkg;
   localparam logic [2:0] DEST_BIAS  = 3'd4;  // bias for one column block
   localparam logic [2:0] DEST_MULT  = 3'd5;  // requantization multipliers for one column block
   localparam logic [2:0] DEST_SHIFT = 3'd6;  // requantization shifts for one column block
+
+  // Width of a read request's tag: destination, slot, row or k index (clog2(k_max) bits), byte lane
+  // of the segment in its beat, and whether the request completes the slot. tsr_loader packs it,
+  // tsr_scratch unpacks it.
+  function automatic int unsigned rd_tag_bits(int unsigned k_max, int unsigned axi_data_bits);
+    rd_tag_bits = 3 + 1 + $clog2(k_max) + $clog2(axi_data_bits / 8) + 1;
+  endfunction
 endpackage

@@ -14,6 +14,24 @@ package tsr_pkg;
   localparam int SHIFT_MAX = 31;
   localparam int unsigned RING_MAX_ENTRIES = 65536;
 
+  // Microarchitecture
+  localparam int unsigned ADDR_BITS = 32;
+  localparam int unsigned BEATS_BITS = 16;
+  localparam int unsigned MAX_WRITES = 16;
+  localparam int unsigned STORE_ROWS_PER_ARRAY_ROW = 2;
+  localparam int unsigned INFO_DEPTH = 4;
+  localparam int unsigned EPILOGUE_LATENCY = 5;
+  localparam int unsigned PAGE_BYTES = 4096;
+  localparam int unsigned MAX_BURST_BEATS = 256;
+
+  // Performance counters: index into the counter vector
+  localparam int unsigned CNT_BUSY = 0;  // cycles with a descriptor in flight
+  localparam int unsigned CNT_STALL = 1;  // busy cycles in which the array waited for memory
+  localparam int unsigned CNT_MACS = 2;  // useful multiply-accumulates (M x N x K per GEMM)
+  localparam int unsigned CNT_RD_BYTES = 3;  // bytes read over AXI (whole beats)
+  localparam int unsigned CNT_WR_BYTES = 4;  // bytes written over AXI (strobed bytes)
+  localparam int unsigned NUM_COUNTERS = 5;
+
   // Opcodes
   localparam logic [7:0] OP_GEMM = 8'd1;  // C = requant(C_in + bias + A x B) as DESIGN.md's numerics say
   localparam logic [7:0] OP_NOP = 8'd2;  // completes at once; useful as a fence or to raise an interrupt
@@ -84,6 +102,63 @@ package tsr_pkg;
   localparam int unsigned D_TAG_LSB = 736;
   localparam int unsigned D_TAG_BITS = 32;
 
+  // A descriptor as it sits in the ring (word 0 in the low bits)
+  typedef struct packed {
+    logic [255:0] rsvd_768;
+    logic [31:0] tag;
+    logic [7:0] rsvd_728;
+    logic [7:0] act_max;
+    logic [7:0] act_min;
+    logic [7:0] out_zp;
+    logic [31:0] ldcin;
+    logic [31:0] ldc;
+    logic [31:0] ldb;
+    logic [31:0] lda;
+    logic [63:0] shift_addr;
+    logic [63:0] mult_addr;
+    logic [63:0] bias_addr;
+    logic [63:0] cin_addr;
+    logic [63:0] c_addr;
+    logic [63:0] b_addr;
+    logic [63:0] a_addr;
+    logic [31:0] k;
+    logic [31:0] n;
+    logic [31:0] m;
+    logic [12:0] rsvd_19;
+    logic irq;
+    logic accumulate;
+    logic bias;
+    logic [5:0] rsvd_10;
+    logic [1:0] out_mode;
+    logic [7:0] opcode;
+  } desc_t;
+  // The bits of desc_t that are not reserved
+  localparam logic [DESC_BITS-1:0] DESC_FIELD_BITS = 1024'hffffffff00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff000703ff;
+
+  // The GEMM configuration the control unit hands the GEMM units once the checks passed
+  typedef struct packed {
+    logic [1:0] out_mode;
+    logic [15:0] m;
+    logic [15:0] n;
+    logic [12:0] k;
+    logic [31:0] a_addr;
+    logic [31:0] b_addr;
+    logic [31:0] c_addr;
+    logic [31:0] cin_addr;
+    logic [31:0] bias_addr;
+    logic [31:0] mult_addr;
+    logic [31:0] shift_addr;
+    logic [31:0] lda;
+    logic [31:0] ldb;
+    logic [31:0] ldc;
+    logic [31:0] ldcin;
+    logic [7:0] out_zp;
+    logic [7:0] act_min;
+    logic [7:0] act_max;
+    logic bias;
+    logic accumulate;
+  } gemm_cfg_t;
+
   // CSR byte offsets
   localparam logic [11:0] CSR_ID = 12'h000;
   localparam logic [11:0] CSR_VERSION = 12'h004;
@@ -152,5 +227,9 @@ package tsr_pkg;
   localparam int unsigned IRQ_STATUS_DONE_BITS = 1;
   localparam int unsigned IRQ_STATUS_ERROR_LSB = 1;
   localparam int unsigned IRQ_STATUS_ERROR_BITS = 1;
+  localparam int unsigned IRQ_ENABLE_DONE_LSB = 0;
+  localparam int unsigned IRQ_ENABLE_DONE_BITS = 1;
+  localparam int unsigned IRQ_ENABLE_ERROR_LSB = 1;
+  localparam int unsigned IRQ_ENABLE_ERROR_BITS = 1;
 
 endpackage

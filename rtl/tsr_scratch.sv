@@ -11,11 +11,11 @@ module tsr_scratch #(
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
-  parameter int unsigned AddrWidth = 32,
-  parameter int unsigned BeatsWidth = 16,
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned RowW = $clog2(Rows),
-  localparam int unsigned TagWidth = 3 + 1 + KW + $clog2(AxiDataWidth / 8) + 1
+  localparam int unsigned TagWidth = tsr_int_pkg::rd_tag_bits(KMax, AxiDataWidth)
 ) (
   input  logic                       clk_i,
   input  logic                       rst_ni,

@@ -11,7 +11,7 @@ module tsr_seq #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
-  parameter int unsigned AddrWidth = 32,
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned RowW = $clog2(Rows),
   localparam int unsigned ColW = $clog2(Cols)
@@ -22,17 +22,7 @@ module tsr_seq #(
   input  logic                    abort_i,
   // the GEMM
   input  logic                    start_i,
-  input  logic [15:0]             m_i,
-  input  logic [15:0]             n_i,
-  input  logic [KW:0]             k_i,
-  input  logic                    acc_i,
-  input  logic                    bias_en_i,
-  input  logic                    int8_i,
-  input  logic [AddrWidth-1:0]    c_addr_i,
-  input  logic [AddrWidth-1:0]    ldc_i,
-  input  logic [7:0]              out_zp_i,
-  input  logic [7:0]              act_min_i,
-  input  logic [7:0]              act_max_i,
+  input  tsr_pkg::gemm_cfg_t      cfg_i,    // held from start_i until done_o
   // slots
   input  logic [1:0]              a_full_i,
   input  logic [1:0]              b_full_i,
@@ -70,7 +60,7 @@ module tsr_seq #(
   output logic                    done_o
 );
   localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
-  localparam int unsigned Credits = 2 * Rows;   // the store unit's FIFO depth
+  localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
 
   // ---------------------------------------------------------------- tile walk
@@ -84,12 +74,16 @@ module tsr_seq #(
   logic [KW:0] gap_q, gap_d;
   logic [$clog2(Credits):0] credits_q, credits_d;
   logic        cur_bslot, cur_nblast, cur_final;
+  logic [KW:0] k;
+  logic        int8;
   logic [RowW:0] cur_vr;
   logic [ColW:0] cur_vc;
   logic        start_tile, emit, tiles_left;
   logic [KW:0] emit_k;
   logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
 
+  assign k          = cfg_i.k[KW:0];
+  assign int8       = cfg_i.out_mode == tsr_pkg::OUT_INT8;
   assign cur_bslot  = cols_blk_q[0];
   assign cur_vr     = (rows_left_q < 16'(Rows)) ? (RowW+1)'(rows_left_q) : (RowW+1)'(Rows);
   assign cur_vc     = (cols_left_q < 16'(Cols)) ? (ColW+1)'(cols_left_q) : (ColW+1)'(Cols);
@@ -106,7 +100,7 @@ module tsr_seq #(
 
   // A tile starts when its operands are in, the array is free and its rows have room to go.
   assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
-                      a_full_i[tile_q] && b_full_i[cur_bslot] && (!acc_i || c_full_i[tile_q]) &&
+                      a_full_i[tile_q] && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q]) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_vr) && !info_full;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
@@ -127,35 +121,35 @@ module tsr_seq #(
 
     if (streaming_q) begin
       k_d = k_q + 1'b1;
-      if (k_q == k_i - 1'b1) streaming_d = 1'b0;
+      if (k_q == k - 1'b1) streaming_d = 1'b0;
     end
     if (start_tile) begin
       // The first token goes out now; a tile with K = 1 has no more.
-      streaming_d = k_i != (KW+1)'(1);
+      streaming_d = k != (KW+1)'(1);
       k_d         = (KW+1)'(1);
-      gap_d       = ((k_i > (KW+1)'(GapMax)) ? k_i : (KW+1)'(GapMax)) - 1'b1;
+      gap_d       = ((k > (KW+1)'(GapMax)) ? k : (KW+1)'(GapMax)) - 1'b1;
       credits_d   = credits_d - ($clog2(Credits)+1)'(cur_vr);
       tile_d      = !tile_q;
       if (cur_nblast) begin
-        rows_left_d = m_i;
+        rows_left_d = cfg_i.m;
         cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
         cols_blk_d  = cols_blk_q + 1'b1;
-        c_col_d     = c_col_q + (int8_i ? AddrWidth'(Cols) : AddrWidth'(Cols * 4));
+        c_col_d     = c_col_q + (int8 ? AddrWidth'(Cols) : AddrWidth'(Cols * 4));
         c_tile_d    = c_col_d;
       end else begin
         rows_left_d = rows_left_q - 16'(Rows);
-        c_tile_d    = c_tile_q + (ldc_i << RowW);
+        c_tile_d    = c_tile_q + (cfg_i.ldc << RowW);
       end
     end
     if (done_o) running_d = 1'b0;
     if (start_i) begin
       running_d   = 1'b1;
       tile_d      = 1'b0;
-      rows_left_d = m_i;
-      cols_left_d = n_i;
+      rows_left_d = cfg_i.m;
+      cols_left_d = cfg_i.n;
       cols_blk_d  = '0;
-      c_col_d     = c_addr_i;
-      c_tile_d    = c_addr_i;
+      c_col_d     = cfg_i.c_addr;
+      c_tile_d    = cfg_i.c_addr;
       streaming_d = 1'b0;
       gap_d       = '0;
       credits_d   = ($clog2(Credits)+1)'(Credits);
@@ -190,7 +184,7 @@ module tsr_seq #(
   end
   always_ff @(posedge clk_i) begin
     tok_first_q  <= {tok_first_q[Chain-2:0], emit_k == '0};
-    tok_last_q   <= {tok_last_q[Chain-2:0], emit_k == k_i - 1'b1};
+    tok_last_q   <= {tok_last_q[Chain-2:0], emit_k == k - 1'b1};
     tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
     tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
@@ -234,7 +228,7 @@ module tsr_seq #(
   end
 
   // ---------------------------------------------------------------- readout
-  tsr_fifo #(.Width(InfoW), .Depth(4)) u_info (
+  tsr_fifo #(.Width(InfoW), .Depth(tsr_pkg::INFO_DEPTH)) u_info (
     .clk_i, .rst_ni, .clear_i,
     .push_i (start_tile),
     .data_i (info_in),
@@ -266,7 +260,7 @@ module tsr_seq #(
     ro_active_d = ro_active_q;
     ro_row_d    = ro_row_q;
     ro_info_d   = ro_info;
-    ro_addr_d   = ro_addr + ldc_i;
+    ro_addr_d   = ro_addr + cfg_i.ldc;
     if (ro_on) begin
       ro_active_d = ro_row != RowW'(Rows - 1);
       ro_row_d    = ro_row + 1'b1;
@@ -311,12 +305,7 @@ module tsr_seq #(
     .bias_i   (bias_i),
     .mult_i   (mult_i),
     .shift_i  (shift_i),
-    .acc_en_i (acc_i),
-    .bias_en_i(bias_en_i),
-    .int8_i   (int8_i),
-    .out_zp_i (out_zp_i),
-    .act_min_i(act_min_i),
-    .act_max_i(act_max_i),
+    .cfg_i,
     .valid_o  (x_valid),
     .meta_o   (x_meta),
     .data_o   (x_data)
@@ -332,7 +321,7 @@ module tsr_seq #(
   always_comb begin
     c_rel_o = '0;
     p_rel_o = '0;
-    c_rel_o[x_cslot] = x_valid && x_rel && acc_i;
+    c_rel_o[x_cslot] = x_valid && x_rel && cfg_i.accumulate;
     p_rel_o[x_pslot] = x_valid && x_rel && x_nblast;
     done_d = done_q;
     if (x_valid && x_rel && x_final) done_d = 1'b1;

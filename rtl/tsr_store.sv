@@ -1,4 +1,4 @@
-// Store unit: buffers finished rows (2 x Rows deep, which the sequencer's credits never overrun)
+// Store unit: buffers finished rows (STORE_ROWS_PER_ARRAY_ROW x Rows deep, which the sequencer's credits never overrun)
 // and writes each as an AXI4 INCR burst, or two where the row crosses a 4 KB boundary (a row of
 // Cols int32 can be wider than the alignment). Bytes past N are masked with WSTRB. Bursts in
 // flight are bounded by MaxWrites; a failing response reports its burst's address.
@@ -6,8 +6,8 @@ module tsr_store #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter int unsigned AxiDataWidth = 256,
-  parameter int unsigned AddrWidth = 32,
-  parameter int unsigned MaxWrites = 16,
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned MaxWrites = tsr_pkg::MAX_WRITES,
   localparam int unsigned ColW = $clog2(Cols)
 ) (
   input  logic                      clk_i,
@@ -48,7 +48,8 @@ module tsr_store #(
   localparam int unsigned BufBeats = BufBytes / BeatBytes;
   localparam int unsigned BeatW = (BufBeats > 1) ? $clog2(BufBeats) : 1;
   localparam int unsigned EntryW = Cols * 32 + AddrWidth + ColW + 1;
-  localparam int unsigned Depth = 2 * Rows;
+  localparam int unsigned Depth = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;
+  localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
 
   logic [EntryW-1:0] fifo_out;
   logic fifo_empty, fifo_full, take;
@@ -90,7 +91,7 @@ module tsr_store #(
   logic [AddrWidth-1:0]  addr_q, addr_d;
   logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d, first_q, first_d, end_q, end_d;
   logic [BeatW:0]        row_first_end, burst_beats;
-  logic [12:0]           page_beats;
+  logic [PageW:0]        page_beats;
   logic aw_fire, w_fire, out_full, out_empty;
   logic [AddrWidth-1:0] out_addr, row_addr;
   logic [$clog2(MaxWrites):0] out_count;
@@ -99,8 +100,8 @@ module tsr_store #(
 
   // Beats left in the 4 KB page where the row starts; the first burst stops there.
   assign row_addr      = {e_addr[AddrWidth-1:BeatShift], {BeatShift{1'b0}}};
-  assign page_beats    = (13'd4096 - {1'b0, row_addr[11:0]}) >> BeatShift;
-  assign row_first_end = (page_beats < 13'(nbeats)) ? (BeatW+1)'(page_beats) : nbeats;
+  assign page_beats    = ((PageW+1)'(tsr_pkg::PAGE_BYTES) - {1'b0, row_addr[PageW-1:0]}) >> BeatShift;
+  assign row_first_end = (page_beats < (PageW+1)'(nbeats)) ? (BeatW+1)'(page_beats) : nbeats;
 
   assign take        = !busy_q && !fifo_empty && !abort_i;
   assign m_awvalid_o = busy_q && !aw_done_q && !out_full;

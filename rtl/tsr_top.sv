@@ -11,8 +11,7 @@ module tsr_top #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
-  parameter int unsigned MaxWrites = 16,
-  parameter int unsigned AddrWidth = 32
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
 ) (
   input  logic                      clk_i,
   input  logic                      rst_ni,
@@ -70,8 +69,8 @@ module tsr_top #(
 );
   localparam int unsigned KW = $clog2(KMax);
   localparam int unsigned BeatShift = $clog2(AxiDataWidth / 8);
-  localparam int unsigned TagWidth = 3 + 1 + KW + BeatShift + 1;
-  localparam int unsigned BeatsWidth = 16;
+  localparam int unsigned TagWidth = tsr_int_pkg::rd_tag_bits(KMax, AxiDataWidth);
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS;
   localparam int unsigned RowW = $clog2(Rows);
   localparam int unsigned ColW = $clog2(Cols);
 
@@ -81,15 +80,11 @@ module tsr_top #(
   logic [31:0] ring_size, ring_tail, err_desc, ring_head, completed, last_tag;
   logic [2:0] status;
   logic [7:0] err_code;
-  logic [5*64-1:0] counters;
+  logic [tsr_pkg::NUM_COUNTERS*64-1:0] counters;
 
-  // descriptor fields
-  logic start, abort, acc, bias_en, int8;
-  logic [15:0] m, n;
-  logic [KW:0] k;
-  logic [AddrWidth-1:0] a_addr, b_addr, c_addr, cin_addr, bias_addr, mult_addr, shift_addr;
-  logic [AddrWidth-1:0] lda, ldb, ldc, ldcin;
-  logic [7:0] out_zp, act_min, act_max;
+  // the GEMM: started by ctrl, configured from its descriptor
+  logic start, abort;
+  tsr_pkg::gemm_cfg_t cfg;
 
   // read path
   logic desc_req_valid, desc_req_ready;
@@ -130,8 +125,7 @@ module tsr_top #(
   logic [BeatShift:0] wr_bytes;
 
   tsr_csr #(
-    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads),
-    .AddrWidth(AddrWidth), .NumCounters(5)
+    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)
   ) u_csr (
     .clk_i, .rst_ni,
     .s_awvalid_i (s_axil_awvalid_i), .s_awready_o(s_axil_awready_o), .s_awaddr_i(s_axil_awaddr_i),
@@ -160,9 +154,7 @@ module tsr_top #(
     .irq_o
   );
 
-  tsr_ctrl #(
-    .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth), .BeatsWidth(BeatsWidth)
-  ) u_ctrl (
+  tsr_ctrl #(.KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_ctrl (
     .clk_i, .rst_ni,
     .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
     .ring_size_i(ring_size), .ring_tail_i(ring_tail),
@@ -174,12 +166,7 @@ module tsr_top #(
     .desc_req_addr_o(desc_req_addr),
     .desc_beat_valid_i(desc_valid), .desc_beat_data_i(rsp_data), .desc_beat_idx_i(rsp_beat),
     .desc_beat_last_i(rsp_last),
-    .abort_o(abort), .start_o(start), .m_o(m), .n_o(n), .k_o(k),
-    .acc_o(acc), .bias_o(bias_en), .int8_o(int8),
-    .a_addr_o(a_addr), .b_addr_o(b_addr), .c_addr_o(c_addr), .cin_addr_o(cin_addr),
-    .bias_addr_o(bias_addr), .mult_addr_o(mult_addr), .shift_addr_o(shift_addr),
-    .lda_o(lda), .ldb_o(ldb), .ldc_o(ldc), .ldcin_o(ldcin),
-    .out_zp_o(out_zp), .act_min_o(act_min), .act_max_o(act_max),
+    .abort_o(abort), .start_o(start), .cfg_o(cfg),
     .gemm_done_i(gemm_done), .store_idle_i(store_idle), .store_quiet_i(store_quiet),
     .rd_idle_i(rd_idle),
     .rd_err_i(rd_err), .rd_err_addr_i(rd_err_addr), .wr_err_i(wr_err), .wr_err_addr_i(wr_err_addr),
@@ -187,14 +174,9 @@ module tsr_top #(
     .stall_i(stall), .rd_beat_i(rsp_valid), .wr_bytes_i(wr_bytes)
   );
 
-  tsr_loader #(
-    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
-    .BeatsWidth(BeatsWidth)
-  ) u_loader (
+  tsr_loader #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_loader (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
-    .start_i(start), .m_i(m), .n_i(n), .k_i(k), .acc_i(acc), .bias_i(bias_en), .int8_i(int8),
-    .a_addr_i(a_addr), .b_addr_i(b_addr), .cin_addr_i(cin_addr), .bias_addr_i(bias_addr),
-    .mult_addr_i(mult_addr), .shift_addr_i(shift_addr), .lda_i(lda), .ldb_i(ldb), .ldcin_i(ldcin),
+    .start_i(start), .cfg_i(cfg),
     .desc_req_valid_i(desc_req_valid), .desc_req_ready_o(desc_req_ready),
     .desc_req_addr_i(desc_req_addr),
     .a_fill_i(a_fill), .b_fill_i(b_fill), .c_fill_i(c_fill),
@@ -204,10 +186,7 @@ module tsr_top #(
     .req_beats_o(req_beats), .req_tag_o(req_tag)
   );
 
-  tsr_axi_rd #(
-    .AddrWidth(AddrWidth), .DataWidth(AxiDataWidth), .TagWidth(TagWidth), .MaxReads(MaxReads),
-    .BeatsWidth(BeatsWidth)
-  ) u_axi_rd (
+  tsr_axi_rd #(.DataWidth(AxiDataWidth), .TagWidth(TagWidth), .MaxReads(MaxReads)) u_axi_rd (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
     .req_valid_i(req_valid), .req_ready_o(req_ready), .req_addr_i(req_addr),
     .req_beats_i(req_beats), .req_tag_i(req_tag),
@@ -220,10 +199,7 @@ module tsr_top #(
     .m_rresp_i(m_axi_rresp_i), .m_rlast_i(m_axi_rlast_i)
   );
 
-  tsr_scratch #(
-    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
-    .BeatsWidth(BeatsWidth)
-  ) u_scratch (
+  tsr_scratch #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_scratch (
     .clk_i, .rst_ni,
     .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),
     .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
@@ -245,10 +221,9 @@ module tsr_top #(
     .row_o(arr_row)
   );
 
-  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AddrWidth(AddrWidth)) u_seq (
+  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax)) u_seq (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
-    .start_i(start), .m_i(m), .n_i(n), .k_i(k), .acc_i(acc), .bias_en_i(bias_en), .int8_i(int8),
-    .c_addr_i(c_addr), .ldc_i(ldc), .out_zp_i(out_zp), .act_min_i(act_min), .act_max_i(act_max),
+    .start_i(start), .cfg_i(cfg),
     .a_full_i(a_full), .b_full_i(b_full), .c_full_i(c_full),
     .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
     .a_rd_slot_o(a_rd_slot), .a_rd_k_o(a_rd_k), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
@@ -260,11 +235,9 @@ module tsr_top #(
     .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done)
   );
 
-  tsr_store #(
-    .Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .AddrWidth(AddrWidth),
-    .MaxWrites(MaxWrites)
-  ) u_store (
-    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort), .int8_i(int8),
+  tsr_store #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)) u_store (
+    .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
+    .int8_i(cfg.out_mode == tsr_pkg::OUT_INT8),
     .in_valid_i(out_valid), .in_data_i(out_data), .in_addr_i(out_addr), .in_cols_i(out_cols),
     .pop_o(out_pop), .idle_o(store_idle), .quiet_o(store_quiet),
     .err_o(wr_err), .err_addr_o(wr_err_addr), .wbytes_o(wr_bytes),
@@ -274,58 +247,5 @@ module tsr_top #(
     .m_wstrb_o(m_axi_wstrb_o), .m_wlast_o(m_axi_wlast_o),
     .m_bvalid_i(m_axi_bvalid_i), .m_bready_o(m_axi_bready_o), .m_bresp_i(m_axi_bresp_i)
   );
-
-`ifndef SYNTHESIS
-  // Functional coverage points, counted by Verilator's --coverage-user in coverage builds
-  // (scripts/regress). rtl/testplan.toml maps them onto testpoints. An error code holds from the
-  // error to the next soft reset. The engine never
-  // back-pressures R or B (rready and bready are tied high), so on those channels the points are
-  // the memory's: a burst in flight with no beat (R) and writes waiting for their response (B).
-  import tsr_pkg::*;
-  logic [31:0] cov_head_q;
-  logic [15:0] cov_reads_q, cov_writes_q;
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      cov_head_q   <= '0;
-      cov_reads_q  <= '0;
-      cov_writes_q <= '0;
-    end else begin
-      cov_head_q   <= ring_head;
-      cov_reads_q  <= cov_reads_q + 16'(m_axi_arvalid_o && m_axi_arready_i)
-                      - 16'(m_axi_rvalid_i && m_axi_rready_o && m_axi_rlast_i);
-      cov_writes_q <= cov_writes_q + 16'(m_axi_awvalid_o && m_axi_awready_i)
-                      - 16'(m_axi_bvalid_i && m_axi_bready_o);
-    end
-  end
-  cov_ring_wrap: cover property (@(posedge clk_i) ring_size > 1 && cov_head_q == ring_size - 1 &&
-                                 ring_head == 0);
-  cov_err_opcode: cover property (@(posedge clk_i) err_code == ERR_OPCODE);
-  cov_err_mode:   cover property (@(posedge clk_i) err_code == ERR_MODE);
-  cov_err_dim:    cover property (@(posedge clk_i) err_code == ERR_DIM);
-  cov_err_param:  cover property (@(posedge clk_i) err_code == ERR_PARAM);
-  cov_err_align:  cover property (@(posedge clk_i) err_code == ERR_ALIGN);
-  cov_err_stride: cover property (@(posedge clk_i) err_code == ERR_STRIDE);
-  cov_err_addr:   cover property (@(posedge clk_i) err_code == ERR_ADDR);
-  cov_err_ring:   cover property (@(posedge clk_i) err_code == ERR_RING);
-  cov_err_axi_rd: cover property (@(posedge clk_i) err_code == ERR_AXI_RD);
-  cov_err_axi_wr: cover property (@(posedge clk_i) err_code == ERR_AXI_WR);
-  cov_out_int32:      cover property (@(posedge clk_i) start && !int8);
-  cov_out_int8:       cover property (@(posedge clk_i) start && int8);
-  cov_out_accumulate: cover property (@(posedge clk_i) start && acc);
-  cov_out_bias:       cover property (@(posedge clk_i) start && bias_en);
-  cov_axi_ar_stall: cover property (@(posedge clk_i) m_axi_arvalid_o && !m_axi_arready_i);
-  cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
-  cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);
-  cov_axi_r_gap:    cover property (@(posedge clk_i) cov_reads_q != 0 && !m_axi_rvalid_i);
-  cov_axi_b_wait:   cover property (@(posedge clk_i) cov_writes_q != 0 && !m_axi_bvalid_i);
-  cov_a_slot0_swap: cover property (@(posedge clk_i) a_rel[0]);
-  cov_a_slot1_swap: cover property (@(posedge clk_i) a_rel[1]);
-  cov_b_slot0_swap: cover property (@(posedge clk_i) b_rel[0]);
-  cov_b_slot1_swap: cover property (@(posedge clk_i) b_rel[1]);
-  cov_c_slot0_swap: cover property (@(posedge clk_i) c_rel[0]);
-  cov_c_slot1_swap: cover property (@(posedge clk_i) c_rel[1]);
-  cov_a_both_full:  cover property (@(posedge clk_i) a_full == 2'b11);
-  cov_b_both_full:  cover property (@(posedge clk_i) b_full == 2'b11);
-`endif
 
 endmodule

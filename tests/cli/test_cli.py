@@ -11,19 +11,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checks import check, finish  # noqa: E402 (the tests' shared module)
+
 TESSERA = sys.argv[1]
 WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name} {detail}")
 
 
 def run(*args):
@@ -341,5 +333,4 @@ if WITH_RTL:
     check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
           and "rtl:0" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-600:] + r.stderr)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

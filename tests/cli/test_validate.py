@@ -7,8 +7,12 @@ usage: test_validate.py TESSERA_BINARY DEVICE LEVEL EXPECT
   detail contains every TEXT.
 """
 import json
+import pathlib
 import subprocess
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checks import check, finish  # noqa: E402 (the tests' shared module)
 
 tessera, device, level, expect = sys.argv[1:5]
 cmd = [tessera, "validate", "--device", device, "--level", level, "--json"]
@@ -16,32 +20,25 @@ print("$", " ".join(cmd), flush=True)
 r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
 print(r.stdout)
 print(r.stderr, file=sys.stderr)
-problems = []
 try:
     j = json.loads(r.stdout)
 except json.JSONDecodeError as e:
-    sys.exit(f"FAIL: no JSON on stdout ({e})")
-for key in ("schema_version", "device", "level", "result", "tests"):
-    if key not in j:
-        problems.append(f"JSON lacks '{key}'")
+    check("JSON on stdout", False, str(e))
+    finish()
+check("the JSON has every key", all(k in j for k in ("schema_version", "device", "level", "result", "tests")),
+      str(list(j)))
 for t in j.get("tests", []):
-    if set(t) != {"name", "result", "detail", "seconds"} or t["result"] not in ("pass", "fail", "skip", "incomplete"):
-        problems.append(f"malformed test entry {t}")
+    check(f"test entry {t.get('name')} is well formed",
+          set(t) == {"name", "result", "detail", "seconds"} and t["result"] in ("pass", "fail", "skip", "incomplete"),
+          str(t))
 if expect == "pass":
-    if j.get("result") != "pass" or r.returncode != 0:
-        problems.append(f"verdict {j.get('result')} exit {r.returncode}, expected pass and exit 0")
+    check("verdict pass, exit 0", j.get("result") == "pass" and r.returncode == 0,
+          f"verdict {j.get('result')} exit {r.returncode}")
 else:
     texts = expect.split(":", 1)[1].split("|")
     failed = [t for t in j.get("tests", []) if t["result"] == "fail"]
-    if j.get("result") != "fail" or r.returncode != 1:
-        problems.append(f"verdict {j.get('result')} exit {r.returncode}, expected fail and exit 1")
-    if not failed:
-        problems.append("no check failed")
-    else:
-        missing = [x for x in texts if x not in failed[0]["detail"]]
-        if missing:
-            problems.append(f"first failed check '{failed[0]['name']}' does not name {missing}")
-for p in problems:
-    print("FAIL:", p)
-print("ok" if not problems else f"{len(problems)} problem(s)")
-sys.exit(1 if problems else 0)
+    check("verdict fail, exit 1", j.get("result") == "fail" and r.returncode == 1,
+          f"verdict {j.get('result')} exit {r.returncode}")
+    check(f"the first failed check names {texts}", bool(failed) and all(x in failed[0]["detail"] for x in texts),
+          str(failed[:1]))
+finish()

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "csr_spec.hpp"
 #include "harness.hpp"
 #include "seed.hpp"
 
@@ -53,6 +54,11 @@ TEST_CASE("cosim: every output mode and flag back to back", "[cosim]") {
                                 .acc = bool(acc), .relu = bool(relu)},
                                rng));
   mx.run(ds);
+}
+
+TEST_CASE("cosim: every CSR behaves as the spec declares", "[cosim]") {
+  Mirror mx(rtl("default"));
+  test::check_csr_access(mx.device().backend());
 }
 
 TEST_CASE("cosim: M or N or K of 1", "[cosim]") {

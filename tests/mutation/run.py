@@ -2,7 +2,8 @@
 """Proof that the regression catches bugs: applies each mutation in mutations.toml to a scratch
 copy of rtl/, builds a simulator from it, and runs `scripts/regress --quick` with that simulator.
 Each mutant must fail the regression, and its report must name the first wrong write (the
-scoreboard's address, expected and actual bytes and output element, or a replay's).
+scoreboard's address, expected and actual bytes and output element, or a replay's) or the RTL
+assertion (rtl/sva) that failed.
 
   tests/mutation/run.py --build REGRESS_BUILD --work DIR [--only NAME]
 
@@ -20,10 +21,12 @@ import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# The scoreboard's first wrong AXI write, or a replay's first wrong byte with its output element.
+# The scoreboard's first wrong AXI write, a replay's first wrong byte with its output element, or
+# the RTL assertion that failed.
 NAMED_WRITE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
                          r"unexpected write of 0x[0-9a-f]+ to 0x[0-9a-f]+.*|"
-                         r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*")
+                         r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*|"
+                         r"RTL assertion \S+ failed.*")
 
 
 def main():

@@ -2,6 +2,7 @@
 // fences, errors; device spec parsing; the timing model's basic laws.
 #include <catch2/catch.hpp>
 
+#include "csr_spec.hpp"
 #include "tessera/driver.hpp"
 #include "tessera/gemm_job.hpp"
 #include "tessera/timing.hpp"
@@ -122,4 +123,9 @@ TEST_CASE("timing model: classic formula and basic laws", "[unit][timing]") {
   MemoryModelConfig slow = mem;
   slow.latency = 1000;
   CHECK(estimate(d, cfg, slow).cycles > t.cycles);
+}
+
+TEST_CASE("model: every CSR behaves as the spec declares", "[unit][model]") {
+  Device dev(DeviceSpec::parse("model?mem_mb=1"));
+  test::check_csr_access(dev.backend());
 }

@@ -43,7 +43,7 @@ uint32_t EngineModel::csr_read(uint32_t offset) {
     case csr::LAST_TAG: return last_tag_;
     default: break;
   }
-  if (offset >= csr::CNT_BUSY_LO && offset < csr::CNT_BUSY_LO + 8 * 5) {
+  if (offset >= csr::CNT_BUSY_LO && offset < csr::CNT_BUSY_LO + 8 * spec::kNumCounters) {
     const uint64_t v = counters_[(offset - csr::CNT_BUSY_LO) / 8];
     if (offset % 8 == 0) {
       counter_hi_ = static_cast<uint32_t>(v >> 32);
@@ -127,11 +127,11 @@ void EngineModel::run_queue() {
     }
     const TimingEstimate t = estimate(d, cfg_, mem_cfg_);  // a NOP: its fetch
     cycles_ += t.cycles;
-    counters_[0] += t.cycles;
-    counters_[1] += t.stall_cycles;
-    if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm) counters_[2] += uint64_t{d.m} * d.n * d.k;
-    counters_[3] += t.read_bytes;
-    counters_[4] += t.write_bytes;
+    counter(spec::Counter::kBusy) += t.cycles;
+    counter(spec::Counter::kStall) += t.stall_cycles;
+    if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm) counter(spec::Counter::kMacs) += uint64_t{d.m} * d.n * d.k;
+    counter(spec::Counter::kRdBytes) += t.read_bytes;
+    counter(spec::Counter::kWrBytes) += t.write_bytes;
     head_ = (head_ + 1) & (ring_size_ - 1);
     ++completed_;
     last_tag_ = d.tag;

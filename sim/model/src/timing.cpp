@@ -38,11 +38,12 @@ namespace tessera {
 namespace {
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
-constexpr uint32_t kMaxWrites = 16;        // tsr_top's MaxWrites: write bursts awaiting a response
-constexpr uint32_t kInfoDepth = 4;         // tsr_seq's tile info FIFO: tiles started, not yet read out
-constexpr uint32_t kEpilogueLatency = 5;   // tsr_epilogue
-constexpr uint32_t kPageBytes = 4096;      // AXI bursts never cross this
-constexpr uint32_t kMaxBurstBeats = 256;
+// The RTL's microarchitecture, from the spec (rtl/spec/tessera.toml [microarch]).
+constexpr uint32_t kMaxWrites = spec::kMaxWrites;            // write bursts awaiting a response
+constexpr uint32_t kInfoDepth = spec::kInfoDepth;            // tiles started, not yet read out
+constexpr uint32_t kEpilogueLatency = spec::kEpilogueLatency;
+constexpr uint32_t kPageBytes = spec::kPageBytes;            // AXI bursts never cross this
+constexpr uint32_t kMaxBurstBeats = spec::kMaxBurstBeats;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -340,7 +341,7 @@ void EngineSim::start_gemm() {
   sq_cols_left_ = d_.n;
   sq_cols_blk_ = sq_mb_ = 0;
   sq_next_start_ = 0;
-  sq_credits_ = static_cast<uint32_t>(2 * rows_);  // the store unit's row FIFO
+  sq_credits_ = static_cast<uint32_t>(spec::kStoreRowsPerArrayRow * rows_);  // the store unit's row FIFO
 }
 
 bool EngineSim::can_start_tile(uint64_t t) const {

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -29,6 +30,19 @@ namespace {
 using namespace sc_core;
 
 constexpr double kClockNs = 4.0;  // nominal 250 MHz; only cycle counts matter
+
+std::string g_failed_assertion;  // the first RTL assertion that failed in this process
+
+}  // namespace
+}  // namespace tessera
+
+// Called by the RTL's checkers (rtl/sva/tsr_sva_pkg.sv) through DPI, with the assertion's name.
+extern "C" void tsr_assertion_failed(const char* name) {
+  if (tessera::g_failed_assertion.empty()) tessera::g_failed_assertion = name;
+}
+
+namespace tessera {
+namespace {
 
 bool g_elaborated = false;
 
@@ -119,6 +133,9 @@ class PlatformImpl final : public Platform {
         agent_("host"),
         irq_watch_("irq_watch") {
     if (!cfg.trace_path.empty()) Verilated::traceEverOn(true);
+    // A failing RTL assertion (rtl/sva) prints its name and stops the model; check_rtl() turns that
+    // into an error for the caller instead of aborting the process.
+    Verilated::threadContextp()->fatalOnError(false);
     bind();
     const bool stuck = cfg.fault.kind == FaultConfig::Kind::kStuck;
     fault_pe_.write(stuck ? cfg.fault.row * engine.cols + cfg.fault.col : 0xffff);
@@ -146,8 +163,15 @@ class PlatformImpl final : public Platform {
   }
 
   const EngineConfig& engine() const override { return engine_; }
-  uint32_t csr_read(uint32_t offset) override { return agent_.access(false, offset, 0); }
-  void csr_write(uint32_t offset, uint32_t value) override { agent_.access(true, offset, value); }
+  uint32_t csr_read(uint32_t offset) override {
+    const uint32_t v = agent_.access(false, offset, 0);
+    check_rtl();
+    return v;
+  }
+  void csr_write(uint32_t offset, uint32_t value) override {
+    agent_.access(true, offset, value);
+    check_rtl();
+  }
 
   void mem_write(uint64_t addr, std::span<const uint8_t> bytes) override {
     mem_.write(addr, bytes);
@@ -161,15 +185,26 @@ class PlatformImpl final : public Platform {
     irq_watch_.armed = true;
     sc_start(sc_time(kClockNs * static_cast<double>(max_cycles), SC_NS));
     irq_watch_.armed = false;
+    check_rtl();
     return irq();
   }
-  void run(uint64_t cycles) override { sc_start(sc_time(kClockNs * static_cast<double>(cycles), SC_NS)); }
+  void run(uint64_t cycles) override {
+    sc_start(sc_time(kClockNs * static_cast<double>(cycles), SC_NS));
+    check_rtl();
+  }
   uint64_t cycles() const override { return memory_.cycle(); }
   bool irq() const override { return irq_.read(); }
 
   ScoreboardReport scoreboard() const override { return sb_ ? sb_->report() : ScoreboardReport{}; }
 
  private:
+  void check_rtl() const {
+    if (Verilated::threadContextp()->gotError())
+      throw std::runtime_error(fmt::format("RTL assertion {} failed by cycle {}",
+                                           g_failed_assertion.empty() ? "(unnamed)" : g_failed_assertion,
+                                           memory_.cycle()));
+  }
+
   static AxiMemoryConfig with_fault(const PlatformConfig& cfg) {
     AxiMemoryConfig m{cfg.mem};
     if (cfg.fault.kind == FaultConfig::Kind::kSlverr) m.timing.slverr_addr = cfg.fault.addr;

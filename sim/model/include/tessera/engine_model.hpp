@@ -3,6 +3,7 @@
 // backend: fast enough for whole transformer layers, and the reference for cosimulation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -59,7 +60,8 @@ class EngineModel {
   bool halted_ = false;
   Fault error_;
   uint32_t err_desc_ = 0;
-  uint64_t counters_[5] = {};  // busy, stall, macs, read bytes, write bytes
+  uint64_t& counter(spec::Counter c) { return counters_[static_cast<size_t>(c)]; }
+  std::array<uint64_t, spec::kNumCounters> counters_{};  // in spec::Counter order
   uint32_t counter_hi_ = 0;
 };
 

@@ -16,7 +16,7 @@ namespace tessera {
 struct EngineConfig {
   uint32_t rows = 16, cols = 16, k_max = 4096;
   uint32_t axi_bytes = 32, max_reads = 16;
-  uint32_t addr_bits = 32;
+  uint32_t addr_bits = spec::kAddrBits;
 
   static EngineConfig from_preset(const spec::Preset& p);
   static const spec::Preset& preset(std::string_view name);  // throws std::invalid_argument

@@ -17,6 +17,26 @@ inline constexpr int kShiftMin = -31;
 inline constexpr int kShiftMax = 31;
 inline constexpr uint32_t kRingMaxEntries = 65536;
 
+// Microarchitecture shared by the RTL and the timing model.
+inline constexpr uint32_t kAddrBits = 32;
+inline constexpr uint32_t kBeatsBits = 16;
+inline constexpr uint32_t kMaxWrites = 16;
+inline constexpr uint32_t kStoreRowsPerArrayRow = 2;
+inline constexpr uint32_t kInfoDepth = 4;
+inline constexpr uint32_t kEpilogueLatency = 5;
+inline constexpr uint32_t kPageBytes = 4096;
+inline constexpr uint32_t kMaxBurstBeats = 256;
+
+// Performance counters, in CSR order (CNT_<name>_LO at 8 bytes apart).
+enum class Counter : uint8_t {
+  kBusy = 0,  // cycles with a descriptor in flight
+  kStall = 1,  // busy cycles in which the array waited for memory
+  kMacs = 2,  // useful multiply-accumulates (M x N x K per GEMM)
+  kRdBytes = 3,  // bytes read over AXI (whole beats)
+  kWrBytes = 4,  // bytes written over AXI (strobed bytes)
+};
+inline constexpr uint32_t kNumCounters = 5;
+
 enum class Opcode : uint8_t {
   kGemm = 1,  // C = requant(C_in + bias + A x B) as DESIGN.md's numerics say
   kNop = 2,  // completes at once; useful as a fence or to raise an interrupt
@@ -187,6 +207,52 @@ inline constexpr uint32_t IRQ_STATUS_DONE_LSB = 0;
 inline constexpr uint32_t IRQ_STATUS_DONE_MASK = 0x1u;
 inline constexpr uint32_t IRQ_STATUS_ERROR_LSB = 1;
 inline constexpr uint32_t IRQ_STATUS_ERROR_MASK = 0x2u;
+inline constexpr uint32_t IRQ_ENABLE_DONE_LSB = 0;
+inline constexpr uint32_t IRQ_ENABLE_DONE_MASK = 0x1u;
+inline constexpr uint32_t IRQ_ENABLE_ERROR_LSB = 1;
+inline constexpr uint32_t IRQ_ENABLE_ERROR_MASK = 0x2u;
+
+enum class Access : uint8_t { kRo, kRw, kW1c, kWo };
+struct Register {
+  std::string_view name;
+  uint32_t offset;
+  Access access;
+  uint32_t mask;     // bits that exist: its fields, or all 32 without fields
+  uint32_t wo_mask;  // fields that are write-only in a register of another access (read 0)
+};
+inline constexpr std::array<Register, 31> kRegisters{{
+    {"ID", 0x000, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"VERSION", 0x004, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CFG_ARRAY", 0x008, Access::kRo, 0x000fffffu, 0x00000000u},
+    {"CFG_MEM", 0x00c, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CFG_ADDR", 0x010, Access::kRo, 0x00ffffffu, 0x00000000u},
+    {"SCRATCH", 0x014, Access::kRw, 0xffffffffu, 0x00000000u},
+    {"CTRL", 0x018, Access::kRw, 0x00000003u, 0x00000002u},
+    {"STATUS", 0x01c, Access::kRo, 0x00000007u, 0x00000000u},
+    {"IRQ_STATUS", 0x020, Access::kW1c, 0x00000003u, 0x00000000u},
+    {"IRQ_ENABLE", 0x024, Access::kRw, 0x00000003u, 0x00000000u},
+    {"ERR_CODE", 0x028, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"ERR_ADDR_LO", 0x02c, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"ERR_ADDR_HI", 0x030, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"ERR_DESC", 0x034, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"RING_BASE_LO", 0x040, Access::kRw, 0xffffffffu, 0x00000000u},
+    {"RING_BASE_HI", 0x044, Access::kRw, 0xffffffffu, 0x00000000u},
+    {"RING_SIZE", 0x048, Access::kRw, 0xffffffffu, 0x00000000u},
+    {"RING_HEAD", 0x04c, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"RING_TAIL", 0x050, Access::kRw, 0xffffffffu, 0x00000000u},
+    {"COMPLETED", 0x054, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"LAST_TAG", 0x058, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_BUSY_LO", 0x080, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_BUSY_HI", 0x084, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_STALL_LO", 0x088, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_STALL_HI", 0x08c, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_MACS_LO", 0x090, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_MACS_HI", 0x094, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_RD_BYTES_LO", 0x098, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_RD_BYTES_HI", 0x09c, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_WR_BYTES_LO", 0x0a0, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_WR_BYTES_HI", 0x0a4, Access::kRo, 0xffffffffu, 0x00000000u},
+}};
 }  // namespace csr
 
 }  // namespace tessera::spec

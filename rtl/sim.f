@@ -1,0 +1,5 @@
+sva/tsr_sva_pkg.sv
+sva/tsr_fifo_sva.sv
+sva/tsr_seq_sva.sv
+sva/tsr_top_sva.sv
+sva/tsr_bind.sv

@@ -1,0 +1,19 @@
+// Binds the simulation-only checkers into the engine (Verilator reads rtl/sim.f after rtl/files.f;
+// synthesis reads rtl/files.f alone). A failing assertion stops the simulation with its name.
+bind tsr_fifo tsr_fifo_sva u_sva (
+  .clk_i, .rst_ni, .push_i, .pop_i, .full_o, .empty_o
+);
+
+bind tsr_seq tsr_seq_sva #(.Credits(Credits)) u_sva (
+  .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_vr))
+);
+
+bind tsr_top tsr_top_sva #(.AxiDataWidth(AxiDataWidth)) u_sva (
+  .clk_i, .rst_ni,
+  .m_axi_arvalid_o, .m_axi_arready_i, .m_axi_araddr_o, .m_axi_arlen_o, .m_axi_arburst_o,
+  .m_axi_rvalid_i, .m_axi_rready_o, .m_axi_rlast_i,
+  .m_axi_awvalid_o, .m_axi_awready_i, .m_axi_awaddr_o, .m_axi_awlen_o, .m_axi_awburst_o,
+  .m_axi_wvalid_o, .m_axi_wready_i, .m_axi_wdata_o, .m_axi_wstrb_o, .m_axi_wlast_o,
+  .m_axi_bvalid_i, .m_axi_bready_o,
+  .ring_size, .ring_head, .err_code, .start, .cfg, .a_rel, .b_rel, .c_rel, .a_full, .b_full
+);

@@ -1,0 +1,30 @@
+// Invariants of tsr_seq (simulation only, see tsr_bind.sv): the sequencer's credits count the free
+// rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
+// for all its rows.
+module tsr_seq_sva #(
+  parameter int unsigned Credits = 32,
+  localparam int unsigned CW = $clog2(Credits) + 1
+) (
+  input logic          clk_i,
+  input logic          rst_ni,
+  input logic [CW-1:0] credits_q,
+  input logic          start_tile,
+  input logic [CW-1:0] tile_rows
+);
+  // Sampled at the clock edge outside reset (rst_ni is asynchronous, as in the design).
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (rst_ni) begin
+      a_seq_credits_in_range: assert (credits_q <= CW'(Credits))
+        else begin
+          $error("store credits out of range (%0d of %0d): a credit was returned twice or taken below zero",
+                    credits_q, Credits);
+          tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+        end
+      a_seq_tile_has_credits: assert (!start_tile || tile_rows <= credits_q)
+        else begin
+          $error("a tile started with %0d credits for %0d rows", credits_q, tile_rows);
+          tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+        end
+    end
+  end
+endmodule

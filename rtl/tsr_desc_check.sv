@@ -1,0 +1,87 @@
+// The checks the engine makes on a fetched descriptor, in the order and with the meaning of
+// docs/registers.md and the golden model's validate(): the first that fails gives the error code
+// and the value ERR_ADDR reports. Combinational; tsr_ctrl registers the result.
+module tsr_desc_check #(
+  parameter int unsigned KMax = 4096
+) (
+  input  tsr_pkg::desc_t desc_i,
+  input  logic [63:0]    desc_addr_i,   // where the descriptor sits (ERR_ADDR of descriptor faults)
+  output logic [7:0]     code_o,
+  output logic [63:0]    addr_o
+);
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS;
+  localparam int unsigned NumChecked = 11;
+
+  logic int8;
+  assign int8 = desc_i.out_mode == tsr_pkg::OUT_INT8;
+
+  // The addresses and strides, each with whether this descriptor uses it and whether it is an
+  // address (checked against the address width) or a stride.
+  logic [63:0] chk_val  [NumChecked];
+  logic        chk_used [NumChecked];
+  logic        chk_is_addr [NumChecked];
+  always_comb begin
+    chk_val[0]  = desc_i.a_addr;         chk_used[0]  = 1'b1;              chk_is_addr[0]  = 1'b1;
+    chk_val[1]  = 64'(desc_i.lda);       chk_used[1]  = 1'b1;              chk_is_addr[1]  = 1'b0;
+    chk_val[2]  = desc_i.b_addr;         chk_used[2]  = 1'b1;              chk_is_addr[2]  = 1'b1;
+    chk_val[3]  = 64'(desc_i.ldb);       chk_used[3]  = 1'b1;              chk_is_addr[3]  = 1'b0;
+    chk_val[4]  = desc_i.c_addr;         chk_used[4]  = 1'b1;              chk_is_addr[4]  = 1'b1;
+    chk_val[5]  = 64'(desc_i.ldc);       chk_used[5]  = 1'b1;              chk_is_addr[5]  = 1'b0;
+    chk_val[6]  = desc_i.cin_addr;       chk_used[6]  = desc_i.accumulate; chk_is_addr[6]  = 1'b1;
+    chk_val[7]  = 64'(desc_i.ldcin);     chk_used[7]  = desc_i.accumulate; chk_is_addr[7]  = 1'b0;
+    chk_val[8]  = desc_i.bias_addr;      chk_used[8]  = desc_i.bias;       chk_is_addr[8]  = 1'b1;
+    chk_val[9]  = desc_i.mult_addr;      chk_used[9]  = int8;              chk_is_addr[9]  = 1'b1;
+    chk_val[10] = desc_i.shift_addr;     chk_used[10] = int8;              chk_is_addr[10] = 1'b1;
+  end
+
+  always_comb begin
+    code_o = tsr_pkg::ERR_NONE;
+    addr_o = '0;
+    if (desc_i.opcode != tsr_pkg::OP_GEMM && desc_i.opcode != tsr_pkg::OP_NOP) begin
+      code_o = tsr_pkg::ERR_OPCODE;
+      addr_o = desc_addr_i;
+    end else if (desc_i.opcode == tsr_pkg::OP_GEMM) begin
+      if (desc_i.out_mode > tsr_pkg::OUT_INT8) begin
+        code_o = tsr_pkg::ERR_MODE;
+        addr_o = desc_addr_i;
+      end else if (desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
+                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > KMax) begin
+        code_o = tsr_pkg::ERR_DIM;
+        addr_o = desc_addr_i;
+      end else if (int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max)) begin
+        code_o = tsr_pkg::ERR_PARAM;
+        addr_o = desc_addr_i;
+      end else begin
+        for (int i = NumChecked - 1; i >= 0; i--) begin
+          if (chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0) begin
+            code_o = tsr_pkg::ERR_ALIGN;
+            addr_o = chk_val[i];
+          end
+        end
+        if (code_o == tsr_pkg::ERR_NONE) begin
+          if (desc_i.lda < desc_i.k) begin
+            code_o = tsr_pkg::ERR_STRIDE;
+            addr_o = 64'(desc_i.lda);
+          end else if (desc_i.ldb < desc_i.n) begin
+            code_o = tsr_pkg::ERR_STRIDE;
+            addr_o = 64'(desc_i.ldb);
+          end else if (34'(desc_i.ldc) < (int8 ? 34'(desc_i.n) : {desc_i.n, 2'b00})) begin
+            code_o = tsr_pkg::ERR_STRIDE;
+            addr_o = 64'(desc_i.ldc);
+          end else if (desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00}) begin
+            code_o = tsr_pkg::ERR_STRIDE;
+            addr_o = 64'(desc_i.ldcin);
+          end
+        end
+        if (code_o == tsr_pkg::ERR_NONE) begin
+          for (int i = NumChecked - 1; i >= 0; i--) begin
+            if (chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0) begin
+              code_o = tsr_pkg::ERR_ADDR;
+              addr_o = chk_val[i];
+            end
+          end
+        end
+      end
+    end
+  end
+endmodule

@@ -1,0 +1,168 @@
+// A loader: per tile t (column blocks outer, row blocks inner), the tile's A rows and, with
+// ACCUMULATE, its C_in rows into A/C_in slot t % 2, once that slot is free. Requests carry a byte
+// address; tsr_rd_arb aligns it to a beat and packs the read tag.
+module tsr_loader_a #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256,
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
+  localparam int unsigned KW = $clog2(KMax)
+) (
+  input  logic                  clk_i,
+  input  logic                  rst_ni,
+  input  logic                  clear_i,
+  input  logic                  abort_i,
+  input  logic                  start_i,
+  input  tsr_pkg::gemm_cfg_t    cfg_i,       // held from start_i until the GEMM is done
+  // slots: A and C_in claimed and not yet released, per slot
+  input  logic [1:0]            a_busy_i,
+  input  logic [1:0]            c_busy_i,
+  output logic [1:0]            a_claim_o,
+  output logic [1:0]            c_claim_o,
+  // read requests
+  output logic                  req_valid_o,
+  input  logic                  grant_i,
+  output logic [AddrWidth-1:0]  req_addr_o,
+  output logic [BeatsWidth-1:0] req_beats_o,
+  output logic [2:0]            req_dest_o,  // tsr_int_pkg::DEST_*
+  output logic                  req_slot_o,
+  output logic [KW-1:0]         req_idx_o,   // row within the tile
+  output logic                  req_last_o   // the slot is complete with this request
+);
+  localparam int unsigned BeatBytes = AxiDataWidth / 8;
+  localparam int unsigned BeatShift = $clog2(BeatBytes);
+  localparam int unsigned RowShift = $clog2(Rows);
+  localparam int unsigned Seg4Beats = (Cols * 4 <= BeatBytes) ? 1 : (Cols * 4) / BeatBytes;
+
+  typedef enum logic [1:0] {LaIdle, LaWait, LaRows, LaCin} state_e;
+  state_e state_q, state_d;
+  logic        tile_q, tile_d;                  // tile index parity = slot
+  logic [15:0] rows_left_q, rows_left_d, cols_left_q, cols_left_d;
+  logic [RowShift:0] i_q, i_d;
+  logic [AddrWidth-1:0] a_tile_q, a_tile_d, c_col_q, c_col_d, c_tile_q, c_tile_d;
+  logic [AddrWidth-1:0] row_q, row_d;
+  logic row_last, tile_last_m;
+  logic [RowShift:0] vr;
+  logic [KW:0] k;
+  logic [BeatsWidth-1:0] a_row_beats;
+
+  assign k           = cfg_i.k[KW:0];
+  // ceil(K / beat bytes)
+  assign a_row_beats = BeatsWidth'(k[KW:BeatShift]) + BeatsWidth'(k[BeatShift-1:0] != '0);
+  assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
+  assign row_last    = i_q == vr - 1'b1;
+  assign tile_last_m = rows_left_q <= 16'(Rows);
+
+  always_comb begin
+    req_valid_o = 1'b0;
+    req_addr_o  = row_q;
+    req_beats_o = a_row_beats;
+    req_dest_o  = '0;
+    req_slot_o  = 1'b0;
+    req_idx_o   = '0;
+    req_last_o  = 1'b0;
+    unique case (state_q)
+      LaRows: begin
+        req_valid_o = 1'b1;
+        req_dest_o  = tsr_int_pkg::DEST_A;
+        req_slot_o  = tile_q;
+        req_idx_o   = KW'(i_q);
+        req_last_o  = row_last;
+      end
+      LaCin: begin
+        req_valid_o = 1'b1;
+        req_beats_o = BeatsWidth'(Seg4Beats);
+        req_dest_o  = tsr_int_pkg::DEST_CIN;
+        req_slot_o  = tile_q;
+        req_idx_o   = KW'(i_q);
+        req_last_o  = row_last;
+      end
+      default: ;
+    endcase
+  end
+
+  always_comb begin
+    state_d     = state_q;
+    tile_d      = tile_q;
+    rows_left_d = rows_left_q;
+    cols_left_d = cols_left_q;
+    i_d         = i_q;
+    a_tile_d    = a_tile_q;
+    c_col_d     = c_col_q;
+    c_tile_d    = c_tile_q;
+    row_d       = row_q;
+    a_claim_o   = 2'b00;
+    c_claim_o   = 2'b00;
+    unique case (state_q)
+      LaIdle: begin
+        if (start_i) begin
+          state_d     = LaWait;
+          tile_d      = 1'b0;
+          rows_left_d = cfg_i.m;
+          cols_left_d = cfg_i.n;
+          a_tile_d    = cfg_i.a_addr;
+          c_col_d     = cfg_i.cin_addr;
+          c_tile_d    = cfg_i.cin_addr;
+        end
+      end
+      LaWait: begin
+        if (cols_left_q == '0) begin
+          state_d = LaIdle;
+        end else if (!a_busy_i[tile_q] && !(cfg_i.accumulate && c_busy_i[tile_q])) begin
+          a_claim_o[tile_q] = 1'b1;
+          c_claim_o[tile_q] = cfg_i.accumulate;
+          i_d     = '0;
+          row_d   = a_tile_q;
+          state_d = LaRows;
+        end
+      end
+      LaRows, LaCin: begin
+        if (grant_i) begin
+          i_d   = i_q + 1'b1;
+          row_d = row_q + ((state_q == LaRows) ? cfg_i.lda : cfg_i.ldcin);
+          if (row_last && state_q == LaRows && cfg_i.accumulate) begin
+            state_d = LaCin;
+            i_d     = '0;
+            row_d   = c_tile_q;
+          end else if (row_last) begin
+            // next tile: row blocks inner, column blocks outer
+            state_d = LaWait;
+            tile_d  = !tile_q;
+            if (tile_last_m) begin
+              rows_left_d = cfg_i.m;
+              cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
+              a_tile_d    = cfg_i.a_addr;
+              c_col_d     = c_col_q + AddrWidth'(Cols * 4);
+              c_tile_d    = c_col_q + AddrWidth'(Cols * 4);
+            end else begin
+              rows_left_d = rows_left_q - 16'(Rows);
+              a_tile_d    = a_tile_q + (cfg_i.lda << RowShift);
+              c_tile_d    = c_tile_q + (cfg_i.ldcin << RowShift);
+            end
+          end
+        end
+      end
+      default: state_d = LaIdle;
+    endcase
+    if (clear_i || abort_i) state_d = LaIdle;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) state_q <= LaIdle;
+    else         state_q <= state_d;
+  end
+
+  // Datapath registers: no reset needed, the state machine says when they are meaningful.
+  always_ff @(posedge clk_i) begin
+    tile_q      <= tile_d;
+    rows_left_q <= rows_left_d;
+    cols_left_q <= cols_left_d;
+    i_q         <= i_d;
+    a_tile_q    <= a_tile_d;
+    c_col_q     <= c_col_d;
+    c_tile_q    <= c_tile_d;
+    row_q       <= row_d;
+  end
+endmodule

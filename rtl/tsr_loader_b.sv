@@ -1,0 +1,162 @@
+// B loader: per column block nb, the requantization tables (INT8), the bias (BIAS), then K rows of
+// B (Cols bytes each) into B/parameter slot nb % 2, once that slot's B panel and tables are free.
+// Requests carry a byte address; tsr_rd_arb aligns it to a beat and packs the read tag.
+module tsr_loader_b #(
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256,
+  localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
+  localparam int unsigned KW = $clog2(KMax)
+) (
+  input  logic                  clk_i,
+  input  logic                  rst_ni,
+  input  logic                  clear_i,
+  input  logic                  abort_i,
+  input  logic                  start_i,
+  input  tsr_pkg::gemm_cfg_t    cfg_i,       // held from start_i until the GEMM is done
+  // slots: B panel and tables claimed and not yet released, per slot
+  input  logic [1:0]            b_busy_i,
+  input  logic [1:0]            p_busy_i,
+  output logic [1:0]            claim_o,     // claims a slot's B panel and its tables
+  // read requests
+  output logic                  req_valid_o,
+  input  logic                  grant_i,
+  output logic [AddrWidth-1:0]  req_addr_o,
+  output logic [BeatsWidth-1:0] req_beats_o,
+  output logic [2:0]            req_dest_o,  // tsr_int_pkg::DEST_*
+  output logic                  req_slot_o,
+  output logic [KW-1:0]         req_idx_o,   // k of a B row; valid columns of a shift table
+  output logic                  req_last_o   // the slot is complete with this request
+);
+  localparam int unsigned BeatBytes = AxiDataWidth / 8;
+  localparam int unsigned Seg4Beats = (Cols * 4 <= BeatBytes) ? 1 : (Cols * 4) / BeatBytes;
+
+  typedef enum logic [2:0] {LbIdle, LbWait, LbMult, LbShift, LbBias, LbRows} state_e;
+  state_e state_q, state_d;
+  logic [15:0] nb_q, nb_d, cols_left_q, cols_left_d;
+  logic [KW:0] k_q, k_d;
+  logic [AddrWidth-1:0] col_q, col_d, row_q, row_d;    // B column block / B row
+  logic [AddrWidth-1:0] mult_q, mult_d, shift_q, shift_d, bias_q, bias_d;
+  logic [KW:0] k;
+  logic        int8, slot;
+
+  assign k    = cfg_i.k[KW:0];
+  assign int8 = cfg_i.out_mode == tsr_pkg::OUT_INT8;
+  assign slot = nb_q[0];
+
+  always_comb begin
+    req_valid_o = 1'b0;
+    req_addr_o  = '0;
+    req_beats_o = BeatsWidth'(1);
+    req_dest_o  = '0;
+    req_slot_o  = 1'b0;
+    req_idx_o   = '0;
+    req_last_o  = 1'b0;
+    unique case (state_q)
+      LbMult: begin
+        req_valid_o = 1'b1;
+        req_addr_o  = mult_q;
+        req_beats_o = BeatsWidth'(Seg4Beats);
+        req_dest_o  = tsr_int_pkg::DEST_MULT;
+        req_slot_o  = slot;
+      end
+      LbShift: begin
+        req_valid_o = 1'b1;
+        req_addr_o  = shift_q;
+        req_dest_o  = tsr_int_pkg::DEST_SHIFT;
+        req_slot_o  = slot;
+        req_idx_o   = (cols_left_q < 16'(Cols)) ? KW'(cols_left_q) : KW'(Cols);
+      end
+      LbBias: begin
+        req_valid_o = 1'b1;
+        req_addr_o  = bias_q;
+        req_beats_o = BeatsWidth'(Seg4Beats);
+        req_dest_o  = tsr_int_pkg::DEST_BIAS;
+        req_slot_o  = slot;
+      end
+      LbRows: begin
+        req_valid_o = 1'b1;
+        req_addr_o  = row_q;
+        req_dest_o  = tsr_int_pkg::DEST_B;
+        req_slot_o  = slot;
+        req_idx_o   = k_q[KW-1:0];
+        req_last_o  = k_q == k - 1'b1;
+      end
+      default: ;
+    endcase
+  end
+
+  always_comb begin
+    state_d     = state_q;
+    nb_d        = nb_q;
+    cols_left_d = cols_left_q;
+    k_d         = k_q;
+    col_d       = col_q;
+    row_d       = row_q;
+    mult_d      = mult_q;
+    shift_d     = shift_q;
+    bias_d      = bias_q;
+    claim_o     = 2'b00;
+    unique case (state_q)
+      LbIdle: begin
+        if (start_i) begin
+          state_d     = LbWait;
+          nb_d        = '0;
+          cols_left_d = cfg_i.n;
+          col_d       = cfg_i.b_addr;
+          mult_d      = cfg_i.mult_addr;
+          shift_d     = cfg_i.shift_addr;
+          bias_d      = cfg_i.bias_addr;
+        end
+      end
+      LbWait: begin
+        if (cols_left_q == '0) begin
+          state_d = LbIdle;
+        end else if (!b_busy_i[slot] && !p_busy_i[slot]) begin
+          claim_o[slot] = 1'b1;
+          k_d     = '0;
+          row_d   = col_q;
+          state_d = int8 ? LbMult : (cfg_i.bias ? LbBias : LbRows);
+        end
+      end
+      LbMult:  if (grant_i) state_d = LbShift;
+      LbShift: if (grant_i) state_d = cfg_i.bias ? LbBias : LbRows;
+      LbBias:  if (grant_i) state_d = LbRows;
+      LbRows: begin
+        if (grant_i) begin
+          k_d   = k_q + 1'b1;
+          row_d = row_q + cfg_i.ldb;
+          if (k_q == k - 1'b1) begin
+            state_d     = LbWait;
+            nb_d        = nb_q + 1'b1;
+            cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
+            col_d       = col_q + AddrWidth'(Cols);
+            mult_d      = mult_q + AddrWidth'(Cols * 4);
+            shift_d     = shift_q + AddrWidth'(Cols);
+            bias_d      = bias_q + AddrWidth'(Cols * 4);
+          end
+        end
+      end
+      default: state_d = LbIdle;
+    endcase
+    if (clear_i || abort_i) state_d = LbIdle;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) state_q <= LbIdle;
+    else         state_q <= state_d;
+  end
+
+  // Datapath registers: no reset needed, the state machine says when they are meaningful.
+  always_ff @(posedge clk_i) begin
+    nb_q        <= nb_d;
+    cols_left_q <= cols_left_d;
+    k_q         <= k_d;
+    col_q       <= col_d;
+    row_q       <= row_d;
+    mult_q      <= mult_d;
+    shift_q     <= shift_d;
+    bias_q      <= bias_d;
+  end
+endmodule
