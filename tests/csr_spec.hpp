@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 namespace tessera::test {
 

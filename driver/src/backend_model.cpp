@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "options.hpp"
-#include "tessera/driver.hpp"
-#include "tessera/engine_model.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/model/engine_model.hpp"
 
 namespace tessera::driver {
 namespace {

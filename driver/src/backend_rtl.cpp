@@ -1,6 +1,6 @@
 // The `rtl` backend: the Verilated engine in a SystemC platform, run by a tessera-sim process of
 // its own (SystemC elaborates once per process, so several rtl devices need several processes).
-// The two talk over pipes (sim_protocol.hpp); a simulator that dies is a DeviceError, not a hang.
+// The two talk over pipes (tessera/sim/protocol.hpp); a simulator that dies is a DeviceError, not a hang.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "options.hpp"
-#include "tessera/driver.hpp"
-#include "tessera/sim_protocol.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/sim/protocol.hpp"
 
 extern char** environ;
 

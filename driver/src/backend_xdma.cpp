@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 
 #include "options.hpp"
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 namespace tessera::driver {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver.hpp"
-#include "tessera/trace.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/trace.hpp"
 
 namespace tessera::driver {
 

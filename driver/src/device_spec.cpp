@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 namespace tessera::driver {
 

@@ -1,4 +1,4 @@
-#include "tessera/gemm_job.hpp"
+#include "tessera/driver/gemm_job.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "tessera/health.hpp"
+#include "tessera/driver/health.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/gemm_job.hpp"
+#include "tessera/driver/gemm_job.hpp"
 
 namespace tessera::driver {
 

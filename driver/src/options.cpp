@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/parse.hpp"
+#include "tessera/model/parse.hpp"
 
 namespace tessera::driver {
 

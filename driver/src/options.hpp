@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
-#include "tessera/driver.hpp"
-#include "tessera/faults.hpp"
-#include "tessera/timing.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/model/faults.hpp"
+#include "tessera/model/timing.hpp"
 
 namespace tessera::driver {
 

@@ -1,4 +1,4 @@
-#include "tessera/trace.hpp"
+#include "tessera/driver/trace.hpp"
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 namespace tessera::driver {
 

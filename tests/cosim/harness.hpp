@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 namespace tessera::test {
 

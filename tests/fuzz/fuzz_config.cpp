@@ -1,4 +1,4 @@
-// Fuzzes config.json (Gpt2Config::load, host/src/gpt2.cpp). A bad config must be a ModelError; a
+// Fuzzes config.json (Gpt2Config::load, host/io/gpt2.cpp). A bad config must be a ModelError; a
 // config that loads must describe a model whose sizes the runtime can compute with.
 #include <cstdint>
 #include <limits>
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.hpp"
-#include "tessera/gpt2.hpp"
+#include "tessera/io/gpt2.hpp"
 
 using namespace tessera;
 

@@ -6,7 +6,7 @@
 
 #include "fuzz_util.hpp"
 #include "options.hpp"
-#include "tessera/driver.hpp"
+#include "tessera/driver/device.hpp"
 
 using namespace tessera;
 using namespace tessera::driver;

@@ -1,4 +1,4 @@
-// Fuzzes loading a model directory (Gpt2Model::load, host/src/gpt2.cpp): config.json and
+// Fuzzes loading a model directory (Gpt2Model::load, host/io/gpt2.cpp): config.json and
 // model.safetensors together, so that the sizes the config names meet the tensors the file holds.
 // The input is config.json, a NUL byte, then model.safetensors. Whatever the config claims, loading
 // must allocate no more than the file backs, and a bad model must be a ModelError.
@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "fuzz_util.hpp"
-#include "tessera/gpt2.hpp"
+#include "tessera/io/gpt2.hpp"
 
 using namespace tessera;
 

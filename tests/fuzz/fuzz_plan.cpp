@@ -1,11 +1,11 @@
-// Fuzzes plan strings (Plan::parse, host/src/plan.cpp) and what a run does with a parsed plan:
+// Fuzzes plan strings (Plan::parse, host/runtime/plan.cpp) and what a run does with a parsed plan:
 // resolve it against a model's configuration, put it on ranks and print it. Bad plans must be
 // std::invalid_argument; a plan that parses prints back to a plan that parses to the same text.
 #include <cstdint>
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "tessera/plan.hpp"
+#include "tessera/runtime/plan.hpp"
 
 using namespace tessera;
 

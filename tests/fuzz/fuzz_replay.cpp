@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.hpp"
-#include "tessera/driver.hpp"
-#include "tessera/trace.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/trace.hpp"
 
 using namespace tessera;
 using namespace tessera::driver;

@@ -1,11 +1,11 @@
-// Fuzzes the safetensors reader (host/src/safetensors.cpp): the 8-byte header size, the header
+// Fuzzes the safetensors reader (host/io/safetensors.cpp): the 8-byte header size, the header
 // JSON and the data section. A bad file must be a ModelError; every tensor of a file that opens
 // must lie inside the file and convert to float32 (or be refused with a ModelError).
 #include <cstdint>
 #include <cstring>
 
 #include "fuzz_util.hpp"
-#include "tessera/safetensors.hpp"
+#include "tessera/io/safetensors.hpp"
 
 using namespace tessera;
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "tessera/plan.hpp"
-#include "tessera/safetensors.hpp"
+#include "tessera/runtime/plan.hpp"
+#include "tessera/io/safetensors.hpp"
 
 using namespace tessera;
 namespace fs = std::filesystem;

@@ -18,11 +18,11 @@
 #include <fmt/format.h>
 
 #include "seed.hpp"
-#include "tessera/accel_backend.hpp"
-#include "tessera/cuda_backend.hpp"
-#include "tessera/gpu_projection.hpp"
-#include "tessera/quantize.hpp"
-#include "tessera/transformer.hpp"
+#include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cuda_backend.hpp"
+#include "tessera/backends/gpu_projection.hpp"
+#include "tessera/runtime/quantize.hpp"
+#include "tessera/runtime/transformer.hpp"
 
 using namespace tessera;
 

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/comm.hpp"
-#include "tessera/transformer.hpp"
+#include "tessera/parallel/comm.hpp"
+#include "tessera/runtime/transformer.hpp"
 
 using namespace tessera;
 

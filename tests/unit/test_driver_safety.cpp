@@ -2,8 +2,8 @@
 // their device, descriptors that point outside allocated memory; fences that time out; polling.
 #include <catch2/catch.hpp>
 
-#include "tessera/driver.hpp"
-#include "tessera/gemm_job.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/gemm_job.hpp"
 
 using namespace tessera;
 using driver::Device;

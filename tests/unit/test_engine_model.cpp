@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "csr_spec.hpp"
-#include "tessera/driver.hpp"
-#include "tessera/gemm_job.hpp"
-#include "tessera/timing.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/gemm_job.hpp"
+#include "tessera/model/timing.hpp"
 
 using namespace tessera;
 using driver::Device;

@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "seed.hpp"
-#include "tessera/driver.hpp"
-#include "tessera/faults.hpp"
-#include "tessera/gemm_job.hpp"
-#include "tessera/health.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/model/faults.hpp"
+#include "tessera/driver/gemm_job.hpp"
+#include "tessera/driver/health.hpp"
 
 using namespace tessera;
 using driver::Device;

@@ -4,8 +4,8 @@
 #include <random>
 
 #include "seed.hpp"
-#include "tessera/golden.hpp"
-#include "tessera/numerics.hpp"
+#include "tessera/model/golden.hpp"
+#include "tessera/model/numerics.hpp"
 
 using namespace tessera;
 namespace D = spec::desc;

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/gpt2.hpp"
-#include "tessera/accel_backend.hpp"
-#include "tessera/gpu_projection.hpp"
-#include "tessera/quantize.hpp"
-#include "tessera/transformer.hpp"
+#include "tessera/io/gpt2.hpp"
+#include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/gpu_projection.hpp"
+#include "tessera/runtime/quantize.hpp"
+#include "tessera/runtime/transformer.hpp"
 
 using namespace tessera;
 namespace fs = std::filesystem;

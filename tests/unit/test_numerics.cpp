@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
-#include "tessera/numerics.hpp"
+#include "tessera/model/numerics.hpp"
 
 using namespace tessera::numerics;
 

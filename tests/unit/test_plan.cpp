@@ -1,7 +1,7 @@
 // Execution plans: parsing, validation against a model, shares and weight bytes, the bubble.
 #include <catch2/catch.hpp>
 
-#include "tessera/plan.hpp"
+#include "tessera/runtime/plan.hpp"
 
 using namespace tessera;
 

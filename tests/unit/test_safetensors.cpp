@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tessera/safetensors.hpp"
+#include "tessera/io/safetensors.hpp"
 
 using namespace tessera;
 using Catch::Matchers::Contains;

@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include "seed.hpp"
-#include "tessera/gemm_job.hpp"
-#include "tessera/timing.hpp"
+#include "tessera/driver/gemm_job.hpp"
+#include "tessera/model/timing.hpp"
 
 using namespace tessera;
 

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver.hpp"
-#include "tessera/health.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/health.hpp"
 
 using namespace tessera;
 using driver::Device;

@@ -1,4 +1,4 @@
-#include "tessera/descriptor.hpp"
+#include "tessera/model/descriptor.hpp"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "tessera/engine_model.hpp"
+#include "tessera/model/engine_model.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-#include "tessera/faults.hpp"
-#include "tessera/parse.hpp"
+#include "tessera/model/faults.hpp"
+#include "tessera/model/parse.hpp"
 
 #include <charconv>
 #include <stdexcept>

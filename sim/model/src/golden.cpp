@@ -1,11 +1,11 @@
-#include "tessera/golden.hpp"
+#include "tessera/model/golden.hpp"
 
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "tessera/numerics.hpp"
+#include "tessera/model/numerics.hpp"
 
 namespace tessera {
 

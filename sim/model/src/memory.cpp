@@ -1,4 +1,4 @@
-#include "tessera/memory.hpp"
+#include "tessera/model/memory.hpp"
 
 #include <cstdlib>
 #include <new>

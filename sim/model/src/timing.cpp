@@ -31,7 +31,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/timing.hpp"
+#include "tessera/model/timing.hpp"
 
 namespace tessera {
 

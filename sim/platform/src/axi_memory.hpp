@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "scoreboard.hpp"
-#include "tessera/faults.hpp"
-#include "tessera/memory.hpp"
-#include "tessera/platform.hpp"
+#include "tessera/model/faults.hpp"
+#include "tessera/model/memory.hpp"
+#include "tessera/platform/platform.hpp"
 
 namespace tessera {
 

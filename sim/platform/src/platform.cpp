@@ -1,4 +1,4 @@
-#include "tessera/platform.hpp"
+#include "tessera/platform/platform.hpp"
 
 #include <memory>
 #include <stdexcept>

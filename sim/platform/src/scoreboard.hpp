@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/golden.hpp"
-#include "tessera/platform.hpp"
+#include "tessera/model/golden.hpp"
+#include "tessera/platform/platform.hpp"
 
 namespace tessera {
 

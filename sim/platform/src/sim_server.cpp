@@ -1,4 +1,4 @@
-// tessera-sim: runs one SystemC platform and serves the driver's requests (sim_protocol.hpp) on
+// tessera-sim: runs one SystemC platform and serves the driver's requests (tessera/sim/protocol.hpp) on
 // stdin/stdout. Anything else that writes to stdout (SystemC's banner, reports) is moved to stderr.
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tessera/platform.hpp"
-#include "tessera/sim_protocol.hpp"
+#include "tessera/platform/platform.hpp"
+#include "tessera/sim/protocol.hpp"
 
 namespace po = boost::program_options;
 using namespace tessera;

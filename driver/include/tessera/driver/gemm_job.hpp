@@ -1,0 +1,54 @@
+// One int8 GEMM on a device, with random operands from a seed, checked byte for byte against the
+// golden model. Used by `tessera gemm`, the health checks, the benchmarks and the tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/driver/device.hpp"
+
+namespace tessera {
+
+struct GemmRequest {
+  uint32_t m = 64, n = 64, k = 64;
+  bool int8_out = false, bias = false, relu = false, accumulate = false;
+  uint64_t seed = 1;
+  uint32_t pad = 0;  // extra bytes on every row pitch (a multiple of the engine's alignment)
+};
+
+// Row-major host operands; strides are the engine's aligned row pitches.
+struct GemmProblem {
+  GemmRequest req;
+  std::vector<int8_t> a, b, shift;
+  std::vector<int32_t> bias, mult, cin;
+  int8_t out_zp = 0, act_min = -128, act_max = 127;
+
+  static GemmProblem random(const GemmRequest& req);
+  uint32_t out_bytes() const { return req.int8_out ? 1 : 4; }
+};
+
+struct GemmOutcome {
+  std::vector<uint8_t> c;         // M x N elements, packed (int32 or int8 by mode)
+  std::vector<uint8_t> expected;  // the golden model's C, packed the same way
+  bool bit_exact = false;         // device output equals the golden model's, and the scoreboard
+                                  // saw no wrong write during this GEMM
+  std::string mismatch;           // the first difference, if any
+  driver::Counters counters;      // counter deltas for this GEMM
+  double seconds = 0;             // wall time from submit to completion
+  std::optional<driver::ScoreboardStatus> scoreboard;  // rtl only: the verdict so far
+};
+
+// The descriptor run_gemm submits for `p` when its buffer sits at device address `base`
+// (only p.req and the requantization parameters matter, not the operands).
+Descriptor gemm_descriptor(const GemmProblem& p, uint64_t base);
+
+// The golden model's result for `p`, packed like GemmOutcome::c.
+std::vector<uint8_t> golden_gemm(const GemmProblem& p, const EngineConfig& cfg);
+
+// Allocates, uploads, runs and checks. Throws driver::DeviceError on a device failure.
+GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p, const driver::WaitOptions& wait = {});
+
+}  // namespace tessera

@@ -1,0 +1,616 @@
+#include "tessera/backends/cuda_backend.hpp"
+
+#ifdef TESSERA_WITH_CUDA
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cuda_error.hpp"
+#include "cuda_kernels.hpp"
+#include "tessera/driver/device.hpp"
+
+namespace tessera {
+
+// Next to check(cudaError_t) in this namespace, so that both overloads are found from below.
+static void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw driver::DeviceError(fmt::format("cuBLAS {}: {}", what, cublasGetStatusString(s)));
+}
+
+namespace {
+
+// cuBLAS and cuBLASLt take sizes and leading dimensions as int (or int64): every one passed to them
+// is checked to fit an int.
+int as_int(uint64_t v, const char* what) {
+  if (v > static_cast<uint64_t>(INT_MAX))
+    throw driver::DeviceError(fmt::format("CUDA backend: {} = {} is more than cuBLAS takes", what, v));
+  return static_cast<int>(v);
+}
+
+// v rounded up to a multiple of 16: the int8 GEMM's padding (cuBLASLt's integer kernels want
+// sizes and leading dimensions that are multiples of 4; 16 keeps every packed row 16-byte aligned).
+uint32_t pad16(uint32_t v, const char* what) {
+  return static_cast<uint32_t>(as_int((uint64_t{v} + 15) / 16 * 16, what));
+}
+
+// Memory that frees itself: on the device (cudaMalloc) or pinned on the host (cudaMallocHost, which
+// the GPU copies to and from asynchronously, at full speed).
+struct OnDevice {
+  static constexpr const char* kAlloc = "cudaMalloc";
+  static cudaError_t alloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void dealloc(void* p) { cudaFree(p); }
+};
+struct PinnedHost {
+  static constexpr const char* kAlloc = "cudaMallocHost";
+  static cudaError_t alloc(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void dealloc(void* p) { cudaFreeHost(p); }
+};
+
+template <class Kind>
+class Memory {
+ public:
+  Memory() = default;
+  explicit Memory(size_t bytes) {
+    if (bytes) check(Kind::alloc(&p_, bytes), Kind::kAlloc);
+    bytes_ = bytes;
+  }
+  Memory(Memory&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Memory& operator=(Memory&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~Memory() {
+    if (p_) Kind::dealloc(p_);
+  }
+  // The start of the allocation: cudaMalloc aligns it to 256 bytes, as cuBLASLt's algorithms assume.
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+using DeviceBuffer = Memory<OnDevice>;
+using PinnedBuffer = Memory<PinnedHost>;
+
+// A left operand A[m, k] on the device: element (i, kk) at p[i * ld + kk].
+struct LeftView {
+  const float* p;
+  uint64_t ld;
+};
+
+// A right operand B[k, n] ready for a GEMM in the backend's precision. fp32: element (kk, j) at
+// f32[kk * ld + j], or f32[j * ld + kk] when transposed. bf16 and int8: packed one output column
+// per row ([padded n][padded k], k contiguous), with a scale per column for int8.
+struct RightOperand {
+  uint32_t k = 0, n = 0;
+  const float* f32 = nullptr;
+  uint64_t ld = 0;
+  bool transposed = false;
+  const void* packed = nullptr;
+  const float* scale = nullptr;
+};
+
+// Ownership of what a resident weight's RightOperand points at.
+struct ResidentLinear {
+  DeviceBuffer raw, packed, scale, bias;
+  RightOperand b;
+};
+
+// CUDA, cuBLAS and cuBLASLt handles that destroy themselves.
+template <class T, auto Destroy>
+struct Deleter {
+  void operator()(T p) const { Destroy(p); }
+};
+template <class Handle, auto Destroy>
+using Owned = std::unique_ptr<std::remove_pointer_t<Handle>, Deleter<Handle, Destroy>>;
+using Stream = Owned<cudaStream_t, cudaStreamDestroy>;
+using Event = Owned<cudaEvent_t, cudaEventDestroy>;
+using Blas = Owned<cublasHandle_t, cublasDestroy>;
+using BlasLt = Owned<cublasLtHandle_t, cublasLtDestroy>;
+using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
+// What create(&handle) makes (its status checked and named `what`), owned from the moment it exists.
+template <class Owner, class Create>
+Owner make(Create&& create, const char* what) {
+  typename Owner::pointer raw = nullptr;
+  check(create(&raw), what);
+  return Owner(raw);
+}
+
+Layout layout(cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+  return make<Layout>([&](cublasLtMatrixLayout_t* l) { return cublasLtMatrixLayoutCreate(l, type, rows, cols, ld); },
+                      "cublasLtMatrixLayoutCreate");
+}
+
+// One int8 GEMM shape's cuBLASLt set-up: made once per shape, then reused.
+struct LtPlan {
+  MatmulDesc desc;
+  Layout b, a, c;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+class CudaBackend final : public MatmulBackend {
+ public:
+  // Each handle is owned by a member as soon as it is made: a throw part way releases what was made.
+  CudaBackend(int index, GpuPrecision precision, std::string name)
+      : index_(index), precision_(precision), name_(std::move(name)) {
+    check(cudaSetDevice(index), "cudaSetDevice");
+    // Non-blocking: the backend's work never waits on the legacy default stream.
+    stream_ = make<Stream>([](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); },
+                           "cudaStreamCreateWithFlags");
+    blas_ = make<Blas>([](cublasHandle_t* h) { return cublasCreate(h); }, "cublasCreate");
+    check(cublasSetStream(blas_.get(), stream()), "cublasSetStream");
+    lt_ = make<BlasLt>([](cublasLtHandle_t* h) { return cublasLtCreate(h); }, "cublasLtCreate");
+    pref_ = make<Preference>([](cublasLtMatmulPreference_t* p) { return cublasLtMatmulPreferenceCreate(p); },
+                             "cublasLtMatmulPreferenceCreate");
+    const uint64_t ws = kWorkspaceBytes;
+    check(cublasLtMatmulPreferenceSetAttribute(pref_.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+          "MAX_WORKSPACE_BYTES");
+    for (Event& e : events_) e = make<Event>([](cudaEvent_t* ev) { return cudaEventCreate(ev); }, "cudaEventCreate");
+    scratch_[kWorkspace] = DeviceBuffer(kWorkspaceBytes);
+  }
+  ~CudaBackend() override {
+    // Nothing is left running after an op (one that failed waited for its work too); this is for
+    // safety. The members then free the memory, and after it the handles and the stream.
+    cudaSetDevice(index_);
+    cudaStreamSynchronize(stream());
+  }
+  std::string name() const override { return name_; }
+  MatmulStats stats() const override { return stats_; }
+  std::vector<Phase> take_phases() override { return std::exchange(phases_, {}); }
+  bool runs_other_ops() const override { return true; }
+
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
+    run_op<2>({Upload{a, uint64_t{m} * k, kInA}, Upload{b, uint64_t{k} * n, kInB}}, gemm_name(), c, uint64_t{m} * n,
+              [&](const std::array<float*, 2>& in, float* out) {
+                gemm({in[0], k}, right(in[1], t ? k : n, t, k, n), out, n, m, nullptr, false);
+              });
+  }
+
+  void linear(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, false); }
+  void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override { run_linear(x, m, w, y, true); }
+  // Called from destructors (Pipeline's): they must not throw; a failed free leaves nothing to do.
+  void release(const Linear& w) override {
+    cudaSetDevice(index_);
+    weights_.erase(&w);
+  }
+  void release(const LayerNormWeights& w) override {
+    cudaSetDevice(index_);
+    norms_.erase(&w);
+  }
+
+  void attention(const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H, uint32_t D) override {
+    const uint64_t W = 3 * uint64_t{H} * D, HD = uint64_t{H} * D, rows = uint64_t{batch} * T;
+    run_op<1>({Upload{qkv, rows * W, kInA}}, "attention", out, rows * HD,
+              [&](const std::array<float*, 1>& in, float* o) {
+                float* scores = buffer<float>(kScores, uint64_t{T} * T);
+                const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+                for (uint32_t s = 0; s < batch; ++s)
+                  for (uint32_t h = 0; h < H; ++h) {
+                    const float* q = in[0] + uint64_t{s} * T * W + uint64_t{h} * D;
+                    gemm({q, W}, right(q + HD, W, true, D, T), scores, T, T, nullptr, false);
+                    check(cuda::softmax_causal(scores, T, T, scale, stream()), "launching the softmax_causal kernel");
+                    gemm({scores, T}, right(q + 2 * HD, W, false, T, D), o + uint64_t{s} * T * HD + uint64_t{h} * D,
+                         HD, T, nullptr, false);
+                  }
+              });
+  }
+
+  void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
+                  float eps) override {
+    const std::array<DeviceBuffer, 2>* g = nullptr;
+    guarded([&] { g = &resident(w, cols); });
+    run_op<1>({Upload{x, uint64_t{rows} * cols, kInA}}, "layernorm", y, uint64_t{rows} * cols,
+              [&](const std::array<float*, 1>& in, float* out) {
+                check(cuda::layer_norm(in[0], out, rows, cols, (*g)[0].as<float>(), (*g)[1].as<float>(), eps, stream()),
+                      "launching the layer_norm kernel");
+              });
+  }
+
+ private:
+  // Device scratch, one allocation per use so that every operand starts an allocation (aligned).
+  enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kScores, kWorkspace, kSlots };
+  // Pinned host memory that an op's inputs go up from and its result comes back to.
+  enum Staging { kStageIn, kStageOut, kStagings };
+  // Events around an op's phases: before the upload, after it, after the compute, after the download.
+  enum Mark { kUpStart, kUpEnd, kComputeEnd, kDownEnd, kMarks };
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kMaxPlans = 512;  // int8 GEMM shapes remembered (a bound for ever-new shapes)
+
+  struct Upload {
+    const float* src;
+    uint64_t count;
+    Slot slot;
+  };
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // At least `bytes` of m. Growing frees the old memory, which work in flight may still use: the
+  // stream is waited for first (rare: sizes grow by half at least each time).
+  template <class Kind>
+  void ensure(Memory<Kind>& m, uint64_t bytes) {
+    if (bytes <= m.bytes()) return;
+    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (before growing a buffer)");
+    const uint64_t grown = std::max<uint64_t>(bytes, m.bytes() + m.bytes() / 2);
+    m = Memory<Kind>();  // the old one goes first, so that both are never held at once
+    m = Memory<Kind>(grown);
+  }
+  template <class T>
+  T* buffer(Slot slot, uint64_t count) {
+    ensure(scratch_[slot], count * sizeof(T));
+    return scratch_[slot].as<T>();
+  }
+  template <class T>
+  T* staging(Staging slot, uint64_t count) {
+    ensure(staging_[slot], count * sizeof(T));
+    return staging_[slot].as<T>();
+  }
+  // From pageable memory: cudaMemcpyAsync returns once it has taken the data, so src may go.
+  void copy_up(float* dst, const float* src, uint64_t count) {
+    if (count) check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyHostToDevice, stream()), "copy to the GPU");
+  }
+  void mark(Mark m) { check(cudaEventRecord(events_[m].get(), stream()), "cudaEventRecord"); }
+  double elapsed(Mark from, Mark to) const {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events_[from].get(), events_[to].get()), "cudaEventElapsedTime");
+    return ms / 1e3;
+  }
+
+  // Runs fn on this backend's GPU. Should it throw, the work it queued may still be using the
+  // buffers and the pinned memory that the next op reuses: that work is waited for before the error
+  // goes on (an error of its own would be a consequence of the first and is not reported).
+  template <class Fn>
+  void guarded(Fn&& fn) {
+    check(cudaSetDevice(index_), "cudaSetDevice");
+    try {
+      fn();
+    } catch (...) {
+      cudaStreamSynchronize(stream());
+      throw;
+    }
+  }
+
+  // One op: the inputs go up through pinned memory, compute(device inputs, device output) queues
+  // the work, and the result comes back through pinned memory into dst, with one wait for the
+  // stream. Phases: "dma" upload (the copy into pinned memory and the transfer), "compute", "dma"
+  // download (the transfer and the copy out of pinned memory), laid end to end from the op's start,
+  // their lengths from the events around them on the stream.
+  template <size_t N, class Compute>
+  void run_op(const std::array<Upload, N>& ups, const std::string& compute_name, float* dst, uint64_t out_count,
+              Compute&& compute) {
+    guarded([&] {
+      // Room first (growing waits for the stream, idle here). Inputs share the pinned buffer, each at
+      // a 256-byte boundary.
+      std::array<uint64_t, N> at{};
+      uint64_t staged = 0;
+      for (size_t i = 0; i < N; ++i) {
+        at[i] = staged;
+        staged += (ups[i].count + 63) / 64 * 64;
+      }
+      float* pin_in = staging<float>(kStageIn, staged);
+      float* pin_out = staging<float>(kStageOut, out_count);
+      std::array<float*, N> dev{};
+      for (size_t i = 0; i < N; ++i) dev[i] = buffer<float>(ups[i].slot, ups[i].count);
+      float* out = buffer<float>(kOut, out_count);
+
+      const auto start = Clock::now();
+      for (size_t i = 0; i < N; ++i)
+        if (ups[i].count) std::memcpy(pin_in + at[i], ups[i].src, ups[i].count * 4);
+      const auto staged_at = Clock::now();
+      mark(kUpStart);
+      for (size_t i = 0; i < N; ++i)
+        if (ups[i].count)
+          check(cudaMemcpyAsync(dev[i], pin_in + at[i], ups[i].count * 4, cudaMemcpyHostToDevice, stream()),
+                "copy to the GPU");
+      mark(kUpEnd);
+      compute(std::as_const(dev), out);
+      mark(kComputeEnd);
+      if (out_count)
+        check(cudaMemcpyAsync(pin_out, out, out_count * 4, cudaMemcpyDeviceToHost, stream()), "copy from the GPU");
+      mark(kDownEnd);
+      check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (end of an op: a kernel or copy failed)");
+      const auto synced = Clock::now();
+      if (out_count) std::memcpy(dst, pin_out, out_count * 4);
+      const auto done = Clock::now();
+
+      const double up = seconds_between(start, staged_at) + elapsed(kUpStart, kUpEnd);
+      const double work = elapsed(kUpEnd, kComputeEnd);
+      const double down = elapsed(kComputeEnd, kDownEnd) + seconds_between(synced, done);
+      phases_.push_back({"dma", "upload", start, up});
+      phases_.push_back({"compute", compute_name, start + to_duration(up), work});
+      phases_.push_back({"dma", "download", start + to_duration(up + work), down});
+    });
+  }
+
+  std::string gemm_name() const { return fmt::format("{} GEMM", to_string(precision_)); }
+
+  // B [k, n] (or [n, k] when transposed) at p with leading dimension ld, made ready for a GEMM;
+  // packed into `into` (and `scale`) for bf16 and int8.
+  RightOperand right(const float* p, uint64_t ld, bool transposed, uint32_t k, uint32_t n, DeviceBuffer* into = nullptr,
+                     DeviceBuffer* scale = nullptr) {
+    RightOperand b{k, n, p, ld, transposed};
+    if (precision_ == GpuPrecision::kFp32 || k == 0 || n == 0) return b;  // an empty B is never read
+    // Column j of B as a packed row: element (j, kk) at p[j * so + kk * si].
+    const uint64_t so = transposed ? ld : 1, si = transposed ? 1 : ld;
+    const uint32_t kp = pad16(k, "k"), np = pad16(n, "n");
+    if (!into) into = &scratch_[kPackB], scale = &scratch_[kScaleB];
+    ensure(*into, uint64_t{np} * kp * operand_bytes(precision_));
+    if (precision_ == GpuPrecision::kBf16) {
+      check(cuda::pack_bf16(p, so, si, n, k, np, into->as<uint16_t>(), kp, stream()), "launching the pack_bf16 kernel");
+    } else {
+      ensure(*scale, uint64_t{np} * 4);
+      check(cuda::pack_int8(p, so, si, n, k, np, into->as<int8_t>(), kp, scale->as<float>(), stream()),
+            "launching the pack_int8 kernel");
+      b.scale = scale->as<float>();
+    }
+    b.packed = into->as<void>();
+    return b;
+  }
+
+  // c[m, n] (leading dimension ldc) = A B, plus bias[n] when given, then GELU when gelu.
+  void gemm(LeftView a, const RightOperand& b, float* c, uint64_t ldc, uint32_t m, const float* bias, bool gelu) {
+    const uint32_t k = b.k, n = b.n;
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      // An empty sum: zeros, then the epilogue.
+      check(cudaMemset2DAsync(c, ldc * 4, 0, uint64_t{n} * 4, m, stream()), "cudaMemset2DAsync");
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
+    } else if (precision_ == GpuPrecision::kFp32) {
+      // Row-major C = A B is column-major C^T = B^T A^T.
+      const float one = 1.0f, zero = 0.0f;
+      check(cublasSgemm(blas_.get(), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, as_int(n, "n"),
+                        as_int(m, "m"), as_int(k, "k"), &one, b.f32, as_int(b.ld, "ldb"), a.p, as_int(a.ld, "lda"),
+                        &zero, c, as_int(ldc, "ldc")),
+            "cublasSgemm");
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
+    } else if (precision_ == GpuPrecision::kBf16) {
+      // Both operands packed k-contiguous: a TN GEMM (the zero padding of k adds nothing).
+      const uint32_t kp = pad16(k, "k");
+      auto* pa = buffer<uint16_t>(kPackA, uint64_t{m} * kp);
+      check(cuda::pack_bf16(a.p, a.ld, 1, m, k, m, pa, kp, stream()), "launching the pack_bf16 kernel");
+      const float one = 1.0f, zero = 0.0f;
+      check(cublasGemmEx(blas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, as_int(n, "n"), as_int(m, "m"), as_int(kp, "k"), &one,
+                         b.packed, CUDA_R_16BF, as_int(kp, "k"), pa, CUDA_R_16BF, as_int(kp, "k"), &zero, c,
+                         CUDA_R_32F, as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx (bf16)");
+      check(cuda::bias_gelu(c, ldc, m, n, bias, gelu, stream()), "launching the bias_gelu kernel");
+    } else {
+      // int8 x int8 -> int32 with cuBLASLt (TN, the layout its integer kernels want), padded to
+      // multiples of 16 with zeros, then dequantized with the operands' scales.
+      const uint32_t kp = pad16(k, "k"), np = pad16(n, "n"), mp = pad16(m, "m");
+      auto* pa = buffer<int8_t>(kPackA, uint64_t{mp} * kp);
+      auto* sa = buffer<float>(kScaleA, mp);
+      check(cuda::pack_int8(a.p, a.ld, 1, m, k, mp, pa, kp, sa, stream()), "launching the pack_int8 kernel");
+      auto* acc = buffer<int32_t>(kAcc, uint64_t{mp} * np);
+      int8_gemm(b.packed, pa, acc, np, mp, kp);
+      check(cuda::dequantize(acc, np, sa, b.scale, bias, gelu, c, ldc, m, n, stream()),
+            "launching the dequantize kernel");
+    }
+    ++stats_.gemms;
+    stats_.macs += uint64_t{m} * n * k;
+    stats_.read_bytes += operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n);
+    stats_.write_bytes += 4 * uint64_t{m} * n;
+  }
+
+  // The cuBLASLt set-up of column-major acc[n, m] = b^T a (b [k, n], a [k, m], both k-contiguous),
+  // made on first use of the shape.
+  const LtPlan& lt_plan(uint32_t n, uint32_t m, uint32_t k) {
+    const std::array<uint32_t, 3> key{n, m, k};
+    if (const auto it = lt_plans_.find(key); it != lt_plans_.end()) return it->second;
+    if (lt_plans_.size() >= kMaxPlans) lt_plans_.clear();
+    LtPlan p;
+    p.desc = make<MatmulDesc>(
+        [](cublasLtMatmulDesc_t* d) { return cublasLtMatmulDescCreate(d, CUBLAS_COMPUTE_32I, CUDA_R_32I); },
+        "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(p.desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+    check(cublasLtMatmulDescSetAttribute(p.desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+    p.b = layout(CUDA_R_8I, k, n, k);
+    p.a = layout(CUDA_R_8I, k, m, k);
+    p.c = layout(CUDA_R_32I, n, m, n);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    check(cublasLtMatmulAlgoGetHeuristic(lt_.get(), p.desc.get(), p.b.get(), p.a.get(), p.c.get(), p.c.get(),
+                                         pref_.get(), 1, &result, &found),
+          "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+      throw driver::DeviceError(fmt::format("cuBLASLt has no int8 GEMM for {}x{}x{} (padded) on {}", m, n, k, name_));
+    p.algo = result.algo;
+    return lt_plans_.emplace(key, std::move(p)).first->second;
+  }
+
+  // Column-major acc[n, m] = b^T a with b [k, n] and a [k, m], both k-contiguous; n, m, k and so every
+  // leading dimension multiples of 16.
+  void int8_gemm(const void* b, const void* a, int32_t* acc, uint32_t n, uint32_t m, uint32_t k) {
+    // The heuristic's choice assumes cuBLASLt's default alignment, 256 bytes, for every matrix: each
+    // is the start of an allocation of its own.
+    for (const void* p : {b, a, static_cast<const void*>(acc)})
+      if (reinterpret_cast<uintptr_t>(p) % 256 != 0)
+        throw driver::DeviceError(fmt::format("CUDA backend: an int8 GEMM operand at {} is not 256-byte aligned", p));
+    const LtPlan& p = lt_plan(n, m, k);
+    const int32_t one = 1, zero = 0;
+    check(cublasLtMatmul(lt_.get(), p.desc.get(), &one, b, p.b.get(), a, p.a.get(), &zero, acc, p.c.get(), acc,
+                         p.c.get(), &p.algo, scratch_[kWorkspace].as<void>(), kWorkspaceBytes, stream()),
+          "cublasLtMatmul (int8)");
+  }
+
+  void run_linear(const float* x, uint32_t m, const Linear& w, float* y, bool gelu) {
+    const ResidentLinear* r = nullptr;
+    guarded([&] { r = &resident(w); });
+    run_op<1>({Upload{x, uint64_t{m} * w.in, kInA}}, gemm_name(), y, uint64_t{m} * w.out,
+              [&](const std::array<float*, 1>& in, float* out) {
+                gemm({in[0], w.in}, r->b, out, w.out, m, r->bias.as<float>(), gelu);
+              });
+  }
+
+  // A layer's weights and bias on the GPU in the backend's precision, uploaded on first use and kept
+  // until release(w).
+  const ResidentLinear& resident(const Linear& w) {
+    if (const auto it = weights_.find(&w); it != weights_.end()) return it->second;
+    if (w.w.size() != uint64_t{w.in} * w.out || w.b.size() != w.out)
+      throw std::invalid_argument(fmt::format("a linear layer {} -> {} with {} weights and {} biases", w.in, w.out,
+                                              w.w.size(), w.b.size()));
+    const auto start = Clock::now();
+    ResidentLinear r;
+    r.raw = DeviceBuffer(w.w.size() * 4);
+    copy_up(r.raw.as<float>(), w.w.data(), w.w.size());
+    r.bias = DeviceBuffer(w.b.size() * 4);
+    copy_up(r.bias.as<float>(), w.b.data(), w.b.size());
+    r.b = right(r.raw.as<float>(), w.out, false, w.in, w.out, &r.packed, &r.scale);
+    check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (weight upload)");
+    if (precision_ != GpuPrecision::kFp32) {  // only the packed copy is used
+      r.raw = DeviceBuffer();
+      r.b.f32 = nullptr;
+    }
+    phases_.push_back({"dma", "upload weights", start, seconds_between(start, Clock::now())});
+    return weights_.emplace(&w, std::move(r)).first->second;
+  }
+
+  // A LayerNorm's gain and bias on the GPU, uploaded on first use and kept until release(w).
+  const std::array<DeviceBuffer, 2>& resident(const LayerNormWeights& w, uint32_t cols) {
+    if (w.w.size() < cols || w.b.size() < cols)
+      throw std::invalid_argument(fmt::format("LayerNorm over {} columns with {} gains and {} biases", cols,
+                                              w.w.size(), w.b.size()));
+    if (const auto it = norms_.find(&w); it != norms_.end()) return it->second;
+    std::array<DeviceBuffer, 2> g{DeviceBuffer(w.w.size() * 4), DeviceBuffer(w.b.size() * 4)};
+    copy_up(g[0].as<float>(), w.w.data(), w.w.size());
+    copy_up(g[1].as<float>(), w.b.data(), w.b.size());
+    return norms_.emplace(&w, std::move(g)).first->second;
+  }
+
+  // Declared in the order they are made; destroyed in reverse: memory before the handles and stream.
+  int index_;
+  GpuPrecision precision_;
+  std::string name_;
+  Stream stream_;
+  Blas blas_;
+  BlasLt lt_;
+  Preference pref_;
+  std::array<Event, kMarks> events_;
+  std::map<std::array<uint32_t, 3>, LtPlan> lt_plans_;
+  std::array<DeviceBuffer, kSlots> scratch_;
+  std::array<PinnedBuffer, kStagings> staging_;
+  std::map<const Linear*, ResidentLinear> weights_;
+  std::map<const LayerNormWeights*, std::array<DeviceBuffer, 2>> norms_;
+  MatmulStats stats_;
+  std::vector<Phase> phases_;
+};
+
+}  // namespace
+
+namespace {
+
+// How many GPUs the CUDA runtime shows this process, or -1 with `why_not` set. With no GPU driver
+// the count is an error ("CUDA driver version is insufficient"), not zero devices.
+int gpu_count(std::string& why_not) {
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    why_not = fmt::format("no usable GPU: {}", cudaGetErrorString(e));
+    return -1;
+  }
+  return count;
+}
+
+std::string uuid_hex(const cudaDeviceProp& p) {
+  std::string hex;
+  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+}
+
+}  // namespace
+
+std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precision, std::string name,
+                                                 std::string& why_not) {
+  const int count = gpu_count(why_not);
+  if (count < 0) return nullptr;
+  if (index < 0 || index >= count) {
+    why_not = fmt::format("no GPU {} (this machine has {})", index, count);
+    return nullptr;
+  }
+  try {
+    return std::make_unique<CudaBackend>(index, precision, std::move(name));
+  } catch (const driver::DeviceError& e) {  // a GPU that is there but cannot be used (busy, out of memory)
+    why_not = fmt::format("GPU {} cannot be used: {}", index, e.what());
+    return nullptr;
+  }
+}
+
+std::string gpu_uuid(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return {};
+  return uuid_hex(p);
+}
+
+std::vector<GpuInfo> list_gpus(std::string& why_not) {
+  const int count = gpu_count(why_not);
+  if (count < 0) return {};
+  if (count == 0) {
+    why_not = "no usable GPU: the CUDA runtime sees none (is CUDA_VISIBLE_DEVICES empty?)";
+    return {};
+  }
+  std::vector<GpuInfo> gpus;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (const cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) {
+      why_not = fmt::format("GPU {}: {}", i, cudaGetErrorString(e));
+      return {};
+    }
+    gpus.push_back({i, p.name, p.totalGlobalMem, p.major, p.minor, uuid_hex(p)});
+  }
+  return gpus;
+}
+
+}  // namespace tessera
+
+#else
+
+namespace tessera {
+
+namespace {
+constexpr const char* kNoCuda = "this build has no CUDA backend (the CUDA toolkit was not found when it was configured)";
+}
+
+std::unique_ptr<MatmulBackend> make_cuda_backend(int, GpuPrecision, std::string, std::string& why_not) {
+  why_not = kNoCuda;
+  return nullptr;
+}
+
+std::string gpu_uuid(int) { return {}; }
+
+std::vector<GpuInfo> list_gpus(std::string& why_not) {
+  why_not = kNoCuda;
+  return {};
+}
+
+}  // namespace tessera
+
+#endif

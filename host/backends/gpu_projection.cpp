@@ -1,0 +1,87 @@
+#include "tessera/backends/gpu_projection.hpp"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "tessera/runtime/quantize.hpp"
+
+namespace tessera {
+
+namespace {
+
+constexpr std::array kGpus = {
+    GpuPeaks{"h100", "NVIDIA H100 SXM5 (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 3.35 TB/s HBM3)", 67e12,
+             989.4e12, 1978.9e12, 3.35e12},
+    GpuPeaks{"h200", "NVIDIA H200 SXM (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 4.8 TB/s HBM3e)", 67e12,
+             989.4e12, 1978.9e12, 4.8e12},
+    GpuPeaks{"a100", "NVIDIA A100 SXM 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 2.04 TB/s HBM2e)",
+             19.5e12, 312e12, 624e12, 2.039e12},
+};
+
+}  // namespace
+
+std::string_view to_string(GpuPrecision p) {
+  switch (p) {
+    case GpuPrecision::kBf16: return "bf16";
+    case GpuPrecision::kInt8: return "int8";
+    default: return "fp32";
+  }
+}
+
+GpuPrecision parse_gpu_precision(std::string_view text) {
+  for (GpuPrecision p : {GpuPrecision::kFp32, GpuPrecision::kBf16, GpuPrecision::kInt8})
+    if (text == to_string(p)) return p;
+  throw std::invalid_argument(fmt::format("unknown GPU precision '{}' (fp32, bf16 or int8)", text));
+}
+
+uint32_t operand_bytes(GpuPrecision p) { return p == GpuPrecision::kFp32 ? 4 : p == GpuPrecision::kBf16 ? 2 : 1; }
+
+double GpuPeaks::peak(GpuPrecision p) const {
+  return p == GpuPrecision::kFp32 ? fp32_flops : p == GpuPrecision::kBf16 ? bf16_flops : int8_ops;
+}
+
+const GpuPeaks& gpu_peaks(std::string_view name) {
+  for (const auto& g : kGpus)
+    if (g.name == name) return g;
+  std::string known;
+  for (const auto& g : kGpus) known += (known.empty() ? "" : ", ") + std::string(g.name);
+  throw std::invalid_argument(fmt::format("unknown GPU '{}' for a projection (known: {})", name, known));
+}
+
+void ProjectedGpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) {
+  switch (precision_) {
+    case GpuPrecision::kFp32: cpu_.matmul(a, b, c, m, n, k, t); break;
+    case GpuPrecision::kBf16: bf16_matmul_reference(a, b, c, m, n, k, t); break;
+    case GpuPrecision::kInt8: int8_matmul_reference(a, b, c, m, n, k, t); break;
+  }
+  // Operands in the GEMM's precision, results in fp32 (int32 for int8).
+  const uint64_t read = operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n), written = 4 * uint64_t{m} * n;
+  ++stats_.gemms;
+  stats_.macs += uint64_t{m} * n * k;
+  stats_.read_bytes += read;
+  stats_.write_bytes += written;
+  stats_.projected_seconds +=
+      std::max(2.0 * m * n * k / peaks_.peak(precision_), double(read + written) / peaks_.memory_bytes_per_s);
+}
+
+void ProjectedGpuBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
+                                    uint32_t head_dim) {
+  MatmulBackend::attention(qkv, out, batch, seq, heads, head_dim);
+  elementwise(uint64_t{batch} * heads * seq * seq);  // the softmax over the scores
+}
+
+void ProjectedGpuBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {
+  MatmulBackend::linear_gelu(x, m, w, y);
+  elementwise(uint64_t{m} * w.out);
+}
+
+void ProjectedGpuBackend::layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
+                                     float eps) {
+  MatmulBackend::layer_norm(x, y, rows, cols, w, eps);
+  elementwise(uint64_t{rows} * cols);
+}
+
+}  // namespace tessera

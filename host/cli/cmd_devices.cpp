@@ -1,0 +1,128 @@
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/backends/cuda_backend.hpp"
+#include "tessera/driver/device.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+nlohmann::json probe_engine(const std::string& spec) {
+  nlohmann::json j = {{"spec", spec}};
+  try {
+    driver::Device dev(driver::DeviceSpec::parse(spec));
+    const auto& p = dev.properties();
+    j["available"] = true;
+    j["preset"] = p.preset;
+    j["array"] = {p.rows, p.cols};
+    j["k_max"] = p.k_max;
+    j["axi_bytes"] = p.axi_bytes;
+    j["max_reads"] = p.max_reads;
+    j["align"] = p.align;
+    j["mem_bytes"] = p.mem_bytes;
+    j["version"] = fmt::format("{}.{}", p.version >> 16, p.version & 0xffff);
+  } catch (const std::exception& e) {
+    j["available"] = false;
+    j["reason"] = e.what();
+  }
+  return j;
+}
+
+// One entry per XDMA card found, each opened and identified; one "absent" entry when there is none.
+std::vector<nlohmann::json> probe_xdma() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> nodes;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("xdma") && name.ends_with("_user")) nodes.push_back("/dev/" + name.substr(0, name.size() - 5));
+  }
+  std::sort(nodes.begin(), nodes.end());
+  if (nodes.empty())
+    return {{{"spec", "xdma:/dev/xdma0"}, {"available", false},
+             {"reason", "no FPGA card: no /dev/xdma*_user device nodes (is the card installed and the xdma driver "
+                        "loaded?)"}}};
+  std::vector<nlohmann::json> cards;
+  for (const auto& node : nodes) cards.push_back(probe_engine("xdma:" + node));
+  return cards;
+}
+
+// One entry per GPU the CUDA runtime shows; one "absent" entry with the reason when there is none.
+std::vector<nlohmann::json> probe_gpus() {
+  std::string why_not;
+  const auto gpus = list_gpus(why_not);
+  if (gpus.empty())
+    return {{{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
+             {"reason", why_not + "; a plan may still name cuda:i[?gpu=h100|h200|a100]: its share is computed on the "
+                                  "host and its time projected from that GPU's published peaks"}}};
+  std::vector<nlohmann::json> list;
+  for (const auto& g : gpus)
+    list.push_back({{"spec", fmt::format("cuda:{}", g.index)}, {"kind", "cuda"}, {"available", true},
+                    {"name", g.name}, {"mem_bytes", g.memory_bytes},
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}, {"uuid", g.uuid}});
+  return list;
+}
+
+}  // namespace
+
+int devices(const std::vector<std::string>& args) {
+  po::options_description opts("tessera devices: list devices and their properties");
+  opts.add_options()("help,h", "this text")("json", "print one JSON object");
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  nlohmann::json presets = nlohmann::json::array();
+  for (const auto& p : spec::kPresets) presets.push_back(std::string(p.name));
+  nlohmann::json list = nlohmann::json::array();
+  for (const char* spec : {"model:0", "rtl:0"}) {
+    auto j = probe_engine(spec);
+    j["kind"] = std::string(spec).substr(0, std::string(spec).find(':'));
+    j["presets"] = presets;
+    list.push_back(j);
+  }
+  for (auto& x : probe_xdma()) {
+    x["kind"] = "xdma";
+    list.push_back(x);
+  }
+  list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
+                  {"threads", std::thread::hardware_concurrency()}});
+  for (auto& x : probe_gpus()) list.push_back(x);
+
+  if (vm.count("json")) {
+    std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"devices", list}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<18} {:<10} {}\n", "DEVICE", "STATUS", "DETAILS");
+  for (const auto& d : list) {
+    std::string details;
+    if (d["available"].get<bool>() && d.contains("array"))
+      details = fmt::format("preset {} ({}x{} array, k_max {}, {}-bit AXI, {} MiB){}",
+                            d["preset"].get<std::string>().empty() ? "custom" : d["preset"].get<std::string>(),
+                            d["array"][0].get<int>(), d["array"][1].get<int>(), d["k_max"].get<int>(),
+                            d["axi_bytes"].get<int>() * 8, d["mem_bytes"].get<uint64_t>() >> 20,
+                            d.contains("presets") ? "; presets: " + d["presets"].dump() : "");
+    else if (d["available"].get<bool>() && d.contains("uuid"))
+      details = fmt::format("{}, {} MiB, compute capability {}, UUID {}", d["name"].get<std::string>(),
+                            d["mem_bytes"].get<uint64_t>() >> 20, d["compute_capability"].get<std::string>(),
+                            d["uuid"].get<std::string>());
+    else if (d["available"].get<bool>())
+      details = fmt::format("{} hardware threads", d["threads"].get<unsigned>());
+    else
+      details = d["reason"].get<std::string>();
+    std::cout << fmt::format("{:<18} {:<10} {}\n", d["spec"].get<std::string>(),
+                             d["available"].get<bool>() ? "available" : "absent", details);
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

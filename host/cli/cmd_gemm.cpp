@@ -1,0 +1,133 @@
+#include <filesystem>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/driver/gemm_job.hpp"
+#include "tessera/io/npy.hpp"
+#include "tessera/driver/trace.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+template <typename T>
+std::span<const T> as(const std::vector<uint8_t>& bytes) {
+  return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+}
+
+void dump(const std::string& dir, const GemmProblem& p, const GemmOutcome& out) {
+  std::filesystem::create_directories(dir);
+  const auto& r = p.req;
+  write_npy<int8_t>(dir + "/a.npy", {r.m, r.k}, p.a);
+  write_npy<int8_t>(dir + "/b.npy", {r.k, r.n}, p.b);
+  if (r.int8_out) {
+    write_npy<int8_t>(dir + "/c.npy", {r.m, r.n}, as<int8_t>(out.c));
+    write_npy<int32_t>(dir + "/mult.npy", {r.n}, p.mult);
+    write_npy<int8_t>(dir + "/shift.npy", {r.n}, p.shift);
+  } else {
+    write_npy<int32_t>(dir + "/c.npy", {r.m, r.n}, as<int32_t>(out.c));
+  }
+  if (r.bias) write_npy<int32_t>(dir + "/bias.npy", {r.n}, p.bias);
+  if (r.accumulate) write_npy<int32_t>(dir + "/c_in.npy", {r.m, r.n}, p.cin);
+}
+
+}  // namespace
+
+int gemm(const std::vector<std::string>& args) {
+  std::string device, out_mode = "int32", dump_dir, capture_dir;
+  GemmRequest req;
+  po::options_description opts("tessera gemm: run one int8 GEMM and check it against the golden model");
+  opts.add_options()
+      ("help,h", "this text")
+      ("device", po::value(&device)->required(), "device spec: model[:i][?opts], rtl[:i][?opts]")
+      ("m", po::value(&req.m)->required(), "rows of A and C")
+      ("n", po::value(&req.n)->required(), "columns of B and C")
+      ("k", po::value(&req.k)->required(), "columns of A, rows of B")
+      ("out", po::value(&out_mode)->default_value("int32"), "output mode: int32 | int8")
+      ("bias", po::bool_switch(&req.bias), "add a per-column int32 bias")
+      ("relu", po::bool_switch(&req.relu), "clamp below at the output zero point (int8 only)")
+      ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
+      ("seed", po::value(&req.seed)->default_value(1), "seed of the random operands")
+      ("dump", po::value(&dump_dir), "write a.npy, b.npy, c.npy (and bias, mult, shift) here")
+      ("capture", po::value(&capture_dir), "record the driver's loads, descriptors and outputs here (tessera replay)")
+      ("json", "print one JSON object");
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  if (out_mode != "int32" && out_mode != "int8")
+    throw driver::UsageError(fmt::format("--out must be int32 or int8, not '{}'", out_mode));
+  req.int8_out = out_mode == "int8";
+  if (req.relu && !req.int8_out) throw driver::UsageError("--relu needs --out int8");
+  for (const auto& [name, v] : {std::pair{"m", req.m}, {"n", req.n}, {"k", req.k}})
+    if (v == 0 || v > spec::kDimMax)
+      throw driver::UsageError(fmt::format("--{} must be in [1, {}], not {}", name, spec::kDimMax, v));
+
+  driver::Device dev(driver::DeviceSpec::parse(device));
+  std::shared_ptr<driver::TraceRecorder> recorder;
+  if (!capture_dir.empty()) dev.capture(recorder = std::make_shared<driver::TraceRecorder>(capture_dir));
+  const GemmProblem problem = GemmProblem::random(req);
+  const GemmOutcome out = run_gemm(dev, problem);
+  if (recorder) recorder->finish(dev);
+  if (!dump_dir.empty()) dump(dump_dir, problem, out);
+
+  const auto& pr = dev.properties();
+  const uint64_t macs = uint64_t{req.m} * req.n * req.k;
+  const uint64_t ideal = (macs + pr.rows * pr.cols - 1) / (pr.rows * pr.cols);
+  const uint64_t cycles = out.counters.busy_cycles;
+  const double util = cycles ? double(ideal) / double(cycles) : 0.0;
+  if (vm.count("json")) {
+    nlohmann::ordered_json j = {{"schema_version", 1},
+                        {"device", pr.spec},
+                        {"m", req.m},
+                        {"n", req.n},
+                        {"k", req.k},
+                        {"out", out_mode},
+                        {"bias", req.bias},
+                        {"relu", req.relu},
+                        {"accumulate", req.accumulate},
+                        {"seed", req.seed},
+                        {"array", {pr.rows, pr.cols}},
+                        {"dataflow", "output-stationary"},
+                        {"cycles", cycles},
+                        {"ideal_cycles", ideal},
+                        {"utilization", util},
+                        {"stall_cycles", out.counters.stall_cycles},
+                        {"macs", out.counters.macs},
+                        {"read_bytes", out.counters.read_bytes},
+                        {"write_bytes", out.counters.write_bytes},
+                        {"bit_exact", out.bit_exact},
+                        {"seconds", out.seconds},
+                        {"sim_cycles_per_second", out.seconds > 0 ? double(cycles) / out.seconds : 0.0}};
+    if (req.int8_out) {
+      j["out_zp"] = problem.out_zp;
+      j["act_min"] = problem.act_min;
+      j["act_max"] = problem.act_max;
+    }
+    if (!out.mismatch.empty()) j["mismatch"] = out.mismatch;
+    if (out.scoreboard) j["scoreboard"] = {{"ok", out.scoreboard->ok}, {"detail", out.scoreboard->detail}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} {}x{}x{} {}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k, out_mode,
+                             req.bias ? " +bias" : "", req.relu ? " +relu" : "", req.accumulate ? " +accumulate" : "",
+                             req.seed, pr.rows, pr.cols);
+    std::cout << fmt::format("  cycles {}  ideal {}  utilization {:.3f}  stall {}  MACs {}  read {} B  written {} B\n",
+                             cycles, ideal, util, out.counters.stall_cycles, out.counters.macs,
+                             out.counters.read_bytes, out.counters.write_bytes);
+    std::cout << fmt::format("  bit-exact vs golden model: {}{}\n", out.bit_exact ? "yes" : "NO",
+                             out.mismatch.empty() ? "" : " (" + out.mismatch + ")");
+    if (out.scoreboard) std::cout << fmt::format("  scoreboard: {}\n", out.scoreboard->detail);
+    std::cout << fmt::format("  wall {:.3f} s", out.seconds)
+              << (dev.properties().spec.starts_with("rtl") && out.seconds > 0
+                      ? fmt::format(", {:.0f} simulated cycles/s\n", double(cycles) / out.seconds)
+                      : std::string("\n"));
+  }
+  return out.bit_exact ? 0 : 1;
+}
+
+}  // namespace tessera::cli

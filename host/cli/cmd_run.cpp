@@ -1,0 +1,530 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "run_args.hpp"
+#include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cuda_backend.hpp"
+#include "tessera/parallel/comm.hpp"
+#include "tessera/backends/gpu_projection.hpp"
+#include "tessera/driver/trace.hpp"
+#include "tessera/driver/health.hpp"
+#include "tessera/io/npy.hpp"
+#include "tessera/runtime/transformer.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+// The plan's devices, opened: accelerators only after they pass their quick health check.
+struct Devices {
+  std::vector<std::shared_ptr<driver::Device>> engines;
+  std::vector<std::pair<std::shared_ptr<driver::Device>, std::shared_ptr<driver::TraceRecorder>>> recorders;
+  std::vector<std::unique_ptr<MatmulBackend>> backends;
+  std::map<std::string, MatmulBackend*> by_spec;   // by the plan's label
+  std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
+  std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
+  std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
+  std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
+
+  // How a device's time is known: measured, from its cycles, or projected.
+  std::string time_kind(const std::string& device) const {
+    return macs_per_cycle.count(device) ? "cycles / clock" : projected.count(device) ? "projected" : "measured";
+  }
+
+  // This process's devices (`rank`'s). A device that fails its quick check is an error here, or,
+  // with `failures`, a line added there so that every rank can hear of it first.
+  Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std::string>* failures = nullptr) {
+    for (const auto& st : plan.stages)
+      for (const auto& d : st.devices) {
+        if (d.rank != rank) continue;
+        if (d.kind == "cpu") {
+          backends.push_back(std::make_unique<CpuBackend>());
+        } else if (d.kind == "cuda") {
+          // A GPU that is there is measured; one that is not (or one asked to be projected) is
+          // computed on the host and projected.
+          std::string why_not = "projected=1 asks for a projection";
+          if (auto gpu = d.projected ? nullptr
+                                     : make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
+            gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
+            backends.push_back(std::move(gpu));
+          } else {
+            const GpuPeaks& peaks = gpu_peaks(d.gpu);
+            projected[d.label] = fmt::format("{} ({})", peaks.description, why_not);
+            backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
+          }
+        } else {
+          // Checked in place: the device that passed is the one the run uses.
+          const auto spec = driver::DeviceSpec::parse(d.spec);
+          std::shared_ptr<driver::Device> dev;
+          try {
+            dev = std::make_shared<driver::Device>(spec);
+          } catch (const driver::DeviceError&) {
+            // The checks' open step tries again and reports why it cannot.
+          }
+          const auto health = driver::run_health_checks(spec, {}, dev);
+          if (health.result != driver::Verdict::kPass) {
+            std::string why;
+            for (const auto& t : health.tests)
+              if (t.result != driver::Verdict::kPass) why += fmt::format("; {} {}: {}", t.name, driver::to_string(t.result), t.detail);
+            const std::string failure = fmt::format("{} failed its quick health check and is not used{}", d.label, why);
+            if (!failures) throw driver::DeviceError(failure);
+            failures->push_back(failure);
+            continue;
+          }
+          engines.push_back(dev ? std::move(dev) : std::make_shared<driver::Device>(spec));
+          if (!ra.capture_dir.empty()) {
+            // One trace per accelerator, named after its spec: DIR/rtl_0_preset_small.
+            std::string name = d.spec;
+            std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+            recorders.emplace_back(engines.back(), std::make_shared<driver::TraceRecorder>(ra.capture_dir + "/" + name));
+            engines.back()->capture(recorders.back().second);
+          }
+          const auto& p = engines.back()->properties();
+          macs_per_cycle[d.label] = uint64_t{p.rows} * p.cols;
+          auto accel = std::make_unique<AccelBackend>(*engines.back());
+          if (ra.project_rows) {
+            // The same engine and memory system (the default one) with another array.
+            EngineConfig what_if = p.engine();
+            what_if.rows = ra.project_rows;
+            what_if.cols = ra.project_cols;
+            accel->project(what_if, MemoryModelConfig{});
+          }
+          backends.push_back(std::move(accel));
+        }
+        by_spec[d.label] = backends.back().get();
+        label_of[backends.back()->name()] = d.label;
+      }
+  }
+};
+
+// The run as it happened, in wall time: a process per device (the host first), one slice per
+// op, with what the op cost on the device in its arguments.
+void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
+                 const std::map<std::string, uint64_t>& accelerators) {
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> pid = {{"host", 0}};
+  for (const auto& r : log) pid.try_emplace(r.device, static_cast<int>(pid.size()));
+  constexpr int kOps = 0, kCompute = 1, kDma = 2;  // a device's tracks
+  for (const auto& [name, id] : pid) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id}, {"tid", 0},
+                      {"args", {{"name", name == "host" ? "host (LayerNorm, softmax, GELU, residuals)" : name}}}});
+    for (const auto& [tid, track] : {std::pair{kOps, "ops"}, {kCompute, "compute"}, {kDma, "DMA"}})
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", id}, {"tid", tid}, {"args", {{"name", track}}}});
+  }
+  for (const auto& r : log) {
+    nlohmann::json args = {{"stage", r.stage}, {"layer", r.layer}, {"microbatch", r.microbatch}};
+    if (r.cost.macs) args["macs"] = r.cost.macs;
+    if (accelerators.count(r.device)) {
+      args["cycles"] = r.cost.cycles;
+      args["device_us"] = double(r.cost.cycles) / clock_mhz;
+      args["bytes"] = r.cost.read_bytes + r.cost.write_bytes;
+    }
+    events.push_back({{"ph", "X"}, {"name", r.op}, {"cat", r.device == "host" ? "host" : "compute"},
+                      {"pid", pid.at(r.device)}, {"tid", kOps}, {"ts", r.start * 1e6}, {"dur", r.seconds * 1e6},
+                      {"args", args}});
+    for (const auto& ph : r.phases)
+      events.push_back({{"ph", "X"}, {"name", ph.name}, {"cat", ph.track}, {"pid", pid.at(r.device)},
+                        {"tid", ph.track == "dma" ? kDma : kCompute}, {"ts", ph.start * 1e6}, {"dur", ph.seconds * 1e6},
+                        {"args", {{"op", r.op}, {"layer", r.layer}}}});
+  }
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) throw std::runtime_error(fmt::format("cannot write the trace to {}", path));
+}
+
+struct OpRow {
+  std::string device, op;
+  uint64_t calls = 0;
+  double seconds = 0;  // on the device's time: measured, cycles / clock, or projected
+  MatmulStats cost;
+};
+
+// One rank of a multi-process run, for the report.
+struct RankSummary {
+  int rank = 0;
+  std::vector<std::string> devices;
+  CommStats traffic;
+  uint64_t predicted_sent = 0;  // what the plan says it sends
+};
+
+nlohmann::json to_json(const OpRecord& r) {
+  const MatmulStats& c = r.cost;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& ph : r.phases) phases.push_back({ph.track, ph.name, ph.start, ph.seconds});
+  return {r.stage, r.layer, r.microbatch, r.device, r.lane, r.op, r.start, r.seconds,
+          {c.gemms, c.macs, c.cycles, c.read_bytes, c.write_bytes, c.projected_cycles, c.projected_seconds}, phases, r.rank};
+}
+
+OpRecord from_json(const nlohmann::json& j) {
+  OpRecord r{j[0], j[1], j[2], j[3], j[4], j[5], j[6], j[7], {}, {}, j[10]};
+  const auto& c = j[8];
+  r.cost = {c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
+  for (const auto& ph : j[9]) r.phases.push_back({ph[0], ph[1], ph[2], ph[3]});
+  return r;
+}
+
+// Brings every rank's op records, device kinds and traffic to every rank (rank 0 reports them).
+// Host and communication records are named after their rank: r1:host, r1:comm.
+std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra) {
+  nlohmann::json mine = {{"ops", nlohmann::json::array()}, {"accelerators", devs.macs_per_cycle},
+                         {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
+  for (OpRecord r : log) {
+    if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
+    mine["ops"].push_back(to_json(r));
+  }
+  for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
+  const CommStats t = comm.stats();
+  mine["traffic"] = {t.bytes_sent, t.bytes_received, t.messages, t.gpu_bytes_sent, t.seconds};
+  std::vector<RankSummary> ranks;
+  log.clear();
+  int rank = 0;
+  for (const std::string& text : comm.allgather(mine.dump())) {
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& op : j["ops"]) log.push_back(from_json(op));
+    for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
+    for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
+    const auto& tr = j["traffic"];
+    ranks.push_back({rank++, j["devices"], {tr[0], tr[1], tr[2], tr[3], tr[4]}, 0});
+  }
+  return ranks;
+}
+
+// What the plan says each rank sends: per microbatch, two all-reduces of the activations per layer
+// in a stage that spans ranks (a ring all-reduce sends 2 (n - 1) / n of them), one activation
+// transfer from each stage's first rank to the next stage's ranks that lack them; then the logits.
+void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const RunArgs& ra, const Gpt2Config& cfg) {
+  const uint64_t row_bytes = uint64_t{cfg.width} * 4, tokens = uint64_t{ra.batch} * ra.seq;
+  std::vector<std::vector<int>> members;
+  for (const Stage& st : plan.stages) {
+    std::vector<int> m;
+    for (const PlanDevice& d : st.devices) m.push_back(d.rank);
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    members.push_back(m);
+  }
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const uint64_t n = members[s].size(), layers = plan.stages[s].last - plan.stages[s].first + 1;
+    if (n > 1)
+      for (int r : members[s]) ranks[r].predicted_sent += 2 * layers * tokens * row_bytes * 2 * (n - 1) / n;
+    if (s + 1 < plan.stages.size())
+      for (int r : members[s + 1])
+        if (!std::binary_search(members[s].begin(), members[s].end(), r))
+          ranks[members[s].front()].predicted_sent += tokens * row_bytes;
+  }
+  // The logits: summed over the last stage's ranks, then sent by its first rank to rank 0.
+  const uint64_t logits = tokens * cfg.vocab * 4, n = members.back().size();
+  if (n > 1)
+    for (int r : members.back()) ranks[r].predicted_sent += logits * 2 * (n - 1) / n;
+  if (members.back().front() != 0) ranks[members.back().front()].predicted_sent += logits;
+}
+
+int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me);
+
+}  // namespace
+
+int run(const std::vector<std::string>& args) {
+  RunArgs ra;
+  po::options_description opts(
+      "tessera run: run a GPT-2 model over a plan of devices and compare it with an fp32 CPU run of the same model:\n"
+      "per op and device time (measured on the CPU, cycles / clock on accelerators), cycles, MACs, utilization,\n"
+      "bytes moved, the pipeline bubble, and the numerics of the logits");
+  opts.add_options()("help,h", "this text");
+  ra.add_options(opts);
+  const auto parsed = parse_args(opts, args);
+  if (!parsed) return 0;
+  ra.finish(*parsed);
+  // Under mpirun every process runs this, each with the plan's devices of its rank.
+  std::unique_ptr<Comm> comm;
+  if (launched_by_mpi()) {
+    std::string why_not;
+    comm = make_mpi_comm(nullptr, nullptr, why_not);
+    if (!comm) throw driver::UsageError(fmt::format("started by an MPI launcher, but {}", why_not));
+    if (comm->size() == 1) comm.reset();
+  }
+  const int world = comm ? comm->size() : 1, me = comm ? comm->rank() : 0;
+  ra.plan.assign_ranks(world);
+  const std::vector<int32_t> tokens = ra.tokens();
+  const Gpt2Model model = ra.load_model();
+  check_tokens(model.cfg, tokens, ra.batch, ra.seq);
+  if (!comm) return report(ra, model, tokens, nullptr, 0);
+  try {
+    return report(ra, model, tokens, comm.get(), me);
+  } catch (const std::exception& e) {
+    // One rank cannot go on: say so and end every rank, rather than leave them waiting.
+    std::cerr << fmt::format("tessera run: rank {} of {}: {}\n", me, world, e.what()) << std::flush;
+    comm->abort(1);
+  }
+  return 1;  // not reached: abort ends the process
+}
+
+namespace {
+
+// Runs the plan's devices of rank `me` and, on rank 0, reports the whole run.
+int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
+  std::vector<std::string> failures;
+  Devices devs(ra.plan, ra, me, comm ? &failures : nullptr);
+  std::map<std::string, std::pair<int, std::string>> gpus = devs.gpus;  // every rank's
+  if (comm) {
+    // Every rank hears of every failed health check before any starts, and stops; and of the GPUs
+    // that are there, which can talk GPU to GPU.
+    std::string all;
+    for (const std::string& text : comm->allgather(nlohmann::json{failures, devs.gpus}.dump())) {
+      const auto j = nlohmann::json::parse(text);
+      for (const std::string& f : j[0].get<std::vector<std::string>>()) all += "\n  " + f;
+      for (const auto& [label, gpu] : j[1].items()) gpus[label] = gpu;
+    }
+    // NCCL takes a GPU per rank: devices that share one (the same UUID) stay on MPI.
+    std::map<std::string, int> sharing;
+    for (const auto& [label, gpu] : gpus) ++sharing[gpu.second];
+    std::erase_if(gpus, [&](const auto& g) { return g.second.second.empty() || sharing[g.second.second] > 1; });
+    if (!all.empty()) {
+      if (me == 0) std::cerr << fmt::format("tessera run: devices failed on this run's ranks, nothing ran:{}\n", all);
+      return 1;
+    }
+  }
+  std::vector<StageShards> stages;
+  for (const auto& st : ra.plan.stages) {
+    StageShards s{st.first, st.last, {}};
+    for (const auto& d : st.devices)
+      s.shards.push_back({d.rank == me ? devs.by_spec.at(d.label) : nullptr, d.head_begin, d.heads, d.mlp_begin, d.mlp,
+                          d.vocab_begin, d.vocab, d.rank, gpus.count(d.label) ? gpus.at(d.label).first : -1});
+    stages.push_back(std::move(s));
+  }
+  Pipeline pipeline(model, stages, comm);
+  // Simulations can take a while: a terminal sees where they are.
+  std::mutex progress_mu;
+  if (::isatty(STDERR_FILENO))
+    pipeline.on_layer = [&](size_t stage, uint32_t layer, uint32_t mb) {
+      std::lock_guard lock(progress_mu);
+      std::cerr << fmt::format("\r  stage {} layer {} microbatch {} of {} ...   ", stage, layer, mb + 1, ra.microbatches)
+                << std::flush;
+    };
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
+  for (const auto& [dev, recorder] : devs.recorders) recorder->finish(*dev);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (pipeline.on_layer) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  std::vector<OpRecord> log = pipeline.log();
+  for (OpRecord& r : log) {  // devices by their labels in the plan
+    if (auto it = devs.label_of.find(r.device); it != devs.label_of.end()) r.device = it->second;
+    if (auto it = devs.label_of.find(r.lane); it != devs.label_of.end()) r.lane = it->second;
+  }
+  std::vector<RankSummary> ranks;
+  if (comm) {
+    // Rank 0 reports: every rank's records, devices and traffic come to it.
+    ranks = gather(*comm, log, devs, ra);
+    if (me != 0) return 0;
+  }
+  CpuBackend reference;
+  const Numerics num = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
+
+  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
+  auto device_seconds = [&](const OpRecord& r) {
+    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
+    if (devs.projected.count(r.device)) return r.cost.projected_seconds;
+    return r.seconds;
+  };
+  // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
+  // slowest device, counting the host ops done for that device's shard).
+  std::vector<OpRow> rows;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  const size_t P = ra.plan.stages.size(), M = ra.microbatches;
+  // busy[s][j][rank]: a rank's shared host and communication work on stage s, microbatch j, and
+  // each of its devices' lanes.
+  struct RankTime {
+    double shared = 0;
+    std::map<std::string, double> lanes;
+  };
+  std::vector<std::vector<std::map<int, RankTime>>> busy(P, std::vector<std::map<int, RankTime>>(M));
+  auto shared = [](const OpRecord& r) {
+    return r.lane.empty() && (r.device == "host" || r.device == "comm" || r.device.ends_with(":host") ||
+                              r.device.ends_with(":comm"));
+  };
+  for (const OpRecord& r : log) {
+    auto [it, fresh] = index.try_emplace({r.device, r.op}, rows.size());
+    if (fresh) rows.push_back(OpRow{r.device, r.op, 0, 0, {}});
+    OpRow& row = rows[it->second];
+    ++row.calls;
+    row.seconds += device_seconds(r);
+    row.cost += r.cost;
+    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
+    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
+    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
+    RankTime& t = busy[r.stage][r.microbatch][r.rank];
+    if (shared(r))
+      t.shared += device_seconds(r);
+    else
+      t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
+  }
+  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
+  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
+  // stages over the makespan.
+  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
+  double busy_total = 0;
+  for (size_t s = 0; s < P; ++s)
+    for (size_t j = 0; j < M; ++j) {
+      double d = 0;
+      for (const auto& [rank, t] : busy[s][j]) {
+        double slowest = 0;
+        for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
+        d = std::max(d, t.shared + slowest);
+      }
+      busy_total += d;
+      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
+    }
+  const double makespan = finish[P - 1][M - 1];
+  const double bubble = makespan > 0 ? 1 - busy_total / (double(P) * makespan) : 0;
+  const double theoretical = ra.plan.expected_bubble(ra.microbatches);
+
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs.macs_per_cycle);
+  if (!ra.dump_dir.empty()) {
+    std::filesystem::create_directories(ra.dump_dir);
+    write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
+  }
+  auto utilization = [&](const OpRow& r) {
+    const auto it = devs.macs_per_cycle.find(r.device);
+    return it == devs.macs_per_cycle.end() || r.cost.cycles == 0 ? -1.0 : double(r.cost.macs) / double(r.cost.cycles * it->second);
+  };
+  uint64_t macs = 0, cycles = 0, bytes = 0, projected = 0;
+  for (const auto& r : rows) {
+    macs += r.cost.macs;
+    cycles += r.cost.cycles;
+    bytes += r.cost.read_bytes + r.cost.write_bytes;
+    projected += r.cost.projected_cycles;
+  }
+  const bool what_if = ra.project_rows > 0;
+  const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
+  auto projected_util = [&](const OpRow& r) {
+    return r.cost.projected_cycles ? double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle) : 0.0;
+  };
+
+  // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
+  std::map<int, double> compute;
+  for (const OpRecord& r : log)
+    if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
+  if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, model.cfg);
+  nlohmann::ordered_json rank_rows = nlohmann::ordered_json::array();
+  for (const RankSummary& r : ranks)
+    rank_rows.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", compute[r.rank]},
+                         {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
+                         {"gpu_bytes_sent", r.traffic.gpu_bytes_sent},
+                         {"bytes_received", r.traffic.bytes_received}, {"messages", r.traffic.messages},
+                         {"predicted_bytes_sent", r.predicted_sent}});
+
+  if (ra.json) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
+                                  {"seconds", r.seconds}, {"time", devs.time_kind(r.device)},
+                                  {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
+                                  {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
+      if (utilization(r) >= 0) o["utilization"] = utilization(r);
+      if (what_if && r.cost.projected_cycles)
+        o["projected"] = {{"cycles", r.cost.projected_cycles},
+                          {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
+                          {"utilization", projected_util(r)}};
+      ops.push_back(o);
+    }
+    for (const auto& [spec, b] : devs.by_spec) devices.push_back(spec);
+    nlohmann::ordered_json j = {
+        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", devices},
+        {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
+        {"ops", ops},
+        {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
+                      {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
+        {"bubble", {{"measured", bubble}, {"theoretical", theoretical}}},
+        {"totals", {{"seconds", makespan}, {"macs", macs}, {"cycles", cycles}, {"bytes", bytes},
+                    {"wall_seconds", wall}}}};
+    if (what_if)
+      j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
+                         {"cycles", projected}, {"seconds", double(projected) / (ra.project_clock_mhz * 1e6)},
+                         {"accelerator_seconds", double(cycles) / (ra.clock_mhz * 1e6)}};
+    if (comm) j["mpi"] = {{"library", comm->library()}, {"processes", comm->size()}, {"ranks", rank_rows}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (ra.csv) {
+    std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
+    for (const auto& r : rows)
+      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
+                               devs.time_kind(r.device), r.cost.cycles,
+                               r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
+                               r.cost.read_bytes + r.cost.write_bytes,
+                               r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
+                               r.cost.projected_cycles
+                                   ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
+                                   : "");
+    return 0;
+  }
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
+                           "accelerator clock {} MHz\n\n",
+                           ra.model, model.cfg.layers, model.cfg.width, ra.plan.str(), ra.batch, ra.seq,
+                           ra.microbatches, ra.clock_mhz);
+  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
+                           "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
+  for (const auto& r : rows)
+    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
+                             r.seconds * 1e3, devs.time_kind(r.device),
+                             r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
+                             utilization(r) >= 0 ? fmt::format("{:.3f}", utilization(r)) : "-",
+                             r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
+  std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
+                           "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
+                           makespan * 1e3, macs, cycles, bytes, wall);
+  for (const auto& [spec, gpu] : devs.projected)
+    std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
+                             "computed on the host with its precision's numerics\n",
+                             spec, gpu);
+  if (what_if) {
+    std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
+                             "system)\n",
+                             ra.project_rows, ra.project_cols, ra.project_clock_mhz);
+    for (const auto& r : rows)
+      if (r.cost.projected_cycles)
+        std::cout << fmt::format("  {:<28} {:<16} {:>12} cycles {:>10.3f} ms  utilization {:.3f}\n", r.device, r.op,
+                                 r.cost.projected_cycles, r.cost.projected_cycles / (ra.project_clock_mhz * 1e3),
+                                 projected_util(r));
+    std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
+                             projected / (ra.project_clock_mhz * 1e3), cycles / (ra.clock_mhz * 1e3));
+  }
+  if (comm) {
+    std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
+                             comm->size(), comm->library());
+    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
+                             "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
+    for (const auto& r : rank_rows) {
+      std::string names;
+      for (const auto& d : r["devices"]) names += (names.empty() ? "" : "+") + d.get<std::string>();
+      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14} {:>12}\n", r["rank"].get<int>(), names,
+                               r["compute_seconds"].get<double>() * 1e3, r["comm_seconds"].get<double>() * 1e3,
+                               r["bytes_sent"].get<uint64_t>(), r["predicted_bytes_sent"].get<uint64_t>(),
+                               r["gpu_bytes_sent"].get<uint64_t>());
+    }
+  }
+  std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
+                           bubble, theoretical);
+  std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
+                           "top-1 agreement {:.3f}\n",
+                           num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace tessera::cli

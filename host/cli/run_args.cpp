@@ -1,0 +1,125 @@
+#include "run_args.hpp"
+
+#include "tessera/model/parse.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+void RunArgs::add_options(po::options_description& opts) {
+  opts.add_options()
+      ("model", po::value(&model)->default_value("tiny"),
+       "a model directory (config.json + model.safetensors), tiny, or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]\n"
+       "(seeded random weights of that shape: random:12,768,12,50257,1024 is GPT-2 small)")
+      ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
+      ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
+      ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
+      ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
+      ("clock-mhz", po::value(&clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
+      ("project-array", po::value(&project_array), "ASIC what-if: re-time every accelerator GEMM for an RxC array")
+      ("project-clock-mhz", po::value(&project_clock_mhz), "ASIC what-if: its clock (default: --clock-mhz)")
+      ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
+      ("dump", po::value(&dump_dir), "write logits.npy (float32, [tokens, vocab]) here")
+      ("trace", po::value(&trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
+      ("capture", po::value(&capture_dir),
+       "record each accelerator's loads, descriptors and outputs in a trace under this directory (tessera replay)")
+      ("csv", po::bool_switch(&csv), "print the per-op table as CSV")
+      ("json", po::bool_switch(&json), "print one JSON object");
+}
+
+void RunArgs::finish(const po::variables_map& vm) {
+  if (json && csv) throw std::invalid_argument("give --json or --csv, not both");
+  if (!tokens_text.empty() && (vm.count("seq") || !vm["batch"].defaulted()))
+    throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
+  if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
+  if (!project_array.empty()) {
+    const size_t x = project_array.find('x');
+    const auto rows = parse_uint(project_array.substr(0, x), 1, 255);
+    const auto cols = x == std::string::npos ? std::nullopt : parse_uint(project_array.substr(x + 1), 1, 255);
+    if (!rows || !cols)
+      throw std::invalid_argument(fmt::format("--project-array {}: expected RxC with R and C in 1-255", project_array));
+    project_rows = static_cast<uint32_t>(*rows);
+    project_cols = static_cast<uint32_t>(*cols);
+  }
+  if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
+  if (!(project_clock_mhz > 0)) throw std::invalid_argument("--project-clock-mhz must be positive");
+  if (vm.count("project-clock-mhz") && project_array.empty())
+    throw std::invalid_argument("--project-clock-mhz needs --project-array");
+  cfg = model_config();
+  if (!tokens_text.empty()) {
+    batch = 1;
+    seq = static_cast<uint32_t>(std::count(tokens_text.begin(), tokens_text.end(), ',') + 1);
+  }
+  if (seq == 0) seq = std::min<uint32_t>(cfg.positions, 32);
+  if (batch == 0 || microbatches == 0) throw std::invalid_argument("--batch and --microbatches must be positive");
+  if (microbatches > batch)
+    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {} sequences: each microbatch needs one",
+                                            microbatches, batch));
+  if (seq > cfg.positions)
+    throw std::invalid_argument(fmt::format("{} tokens in a sequence, more than the model's {} positions", seq,
+                                            cfg.positions));
+  plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
+  plan.resolve(cfg);
+}
+
+Gpt2Config RunArgs::model_config() const {
+  if (model == "tiny") return Gpt2Config{};
+  if (!model.starts_with("random:")) return Gpt2Config::load(model);
+  std::vector<uint32_t> v;
+  for (size_t pos = 7; pos <= model.size();) {
+    const size_t comma = std::min(model.find(',', pos), model.size());
+    const auto x = parse_uint(std::string_view(model).substr(pos, comma - pos), 1, 1u << 30);
+    if (!x)
+      throw std::invalid_argument(fmt::format("--model {}: expected random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]", model));
+    v.push_back(static_cast<uint32_t>(*x));
+    pos = comma + 1;
+  }
+  if (v.size() < 3 || v.size() > 5)
+    throw std::invalid_argument(fmt::format("--model {}: expected random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]", model));
+  Gpt2Config c;
+  c.layers = v[0];
+  c.width = v[1];
+  c.heads = v[2];
+  if (v.size() > 3) c.vocab = v[3];
+  if (v.size() > 4) c.positions = v[4];
+  c.validate("--model " + model);
+  return c;
+}
+
+Gpt2Model RunArgs::load_model() const {
+  if (model == "tiny") return Gpt2Model::tiny(seed);
+  if (model.starts_with("random:")) return Gpt2Model::random(cfg, seed);
+  return Gpt2Model::load(model);
+}
+
+std::vector<int32_t> RunArgs::tokens() const {
+  std::vector<int32_t> out;
+  if (!tokens_text.empty()) {
+    size_t pos = 0;
+    while (pos <= tokens_text.size()) {
+      const size_t comma = std::min(tokens_text.find(',', pos), tokens_text.size());
+      const std::string t = tokens_text.substr(pos, comma - pos);
+      int32_t v = 0;
+      const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
+        throw std::invalid_argument(fmt::format("--tokens: '{}' is not a token id", t));
+      out.push_back(v);
+      pos = comma + 1;
+    }
+    return out;
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(cfg.vocab) - 1);
+  out.resize(uint64_t{batch} * seq);
+  for (auto& t : out) t = id(rng);
+  return out;
+}
+
+}  // namespace tessera::cli

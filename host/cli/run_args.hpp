@@ -1,0 +1,37 @@
+// The arguments `tessera run` and `tessera plan` share (DESIGN.md's CLI contract).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/plan.hpp"
+
+namespace tessera::cli {
+
+struct RunArgs {
+  std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path, capture_dir;
+  uint32_t batch = 1, seq = 0, microbatches = 1;
+  double clock_mhz = 250;
+  std::string project_array;       // ASIC what-if: RxC
+  uint32_t project_rows = 0, project_cols = 0;
+  double project_clock_mhz = 0;    // 0: --clock-mhz
+  uint64_t seed = 1;
+  bool json = false, csv = false;
+
+  void add_options(boost::program_options::options_description& opts);
+  // After parsing: checks the combination, loads the model's configuration, and resolves the
+  // plan (default: every layer on rtl:0) and the token shape; throws std::invalid_argument.
+  void finish(const boost::program_options::variables_map& vm);
+
+  Gpt2Config cfg;
+  Plan plan;
+  Gpt2Config model_config() const;  // of --model, without loading weights
+  Gpt2Model load_model() const;
+  // The tokens: --tokens, or `batch` x `seq` ids drawn from `seed`.
+  std::vector<int32_t> tokens() const;
+};
+
+}  // namespace tessera::cli

@@ -1,0 +1,59 @@
+// GPU rows where no GPU is present: the work computed on the host with the numerics of the GPU's
+// precision (fp32; bf16 operands with fp32 accumulation; int8 quantized as in quantize.hpp) and
+// its time projected from the named GPU's published peaks with a roofline: for a GEMM,
+// max(2 m n k / peak op/s, bytes / memory bandwidth). Reports label these times projected; they are
+// never shown as measured.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "tessera/runtime/transformer.hpp"
+
+namespace tessera {
+
+// What a GPU's GEMMs take as operands: fp32 (SGEMM), bf16 (fp32 accumulation) or int8 (int32
+// accumulation, the accelerator's quantization).
+enum class GpuPrecision { kFp32, kBf16, kInt8 };
+std::string_view to_string(GpuPrecision p);
+GpuPrecision parse_gpu_precision(std::string_view text);  // throws std::invalid_argument
+uint32_t operand_bytes(GpuPrecision p);                   // 4, 2, 1
+
+struct GpuPeaks {
+  std::string_view name;        // as in a device spec: cuda:0?gpu=h100
+  std::string_view description;
+  double fp32_flops;            // dense, non-tensor-core FP32
+  double bf16_flops;            // dense tensor-core BF16
+  double int8_ops;              // dense tensor-core INT8
+  double memory_bytes_per_s;    // HBM bandwidth
+  double peak(GpuPrecision p) const;
+};
+
+// NVIDIA's published figures (datasheets; dense, no sparsity).
+const GpuPeaks& gpu_peaks(std::string_view name);  // throws std::invalid_argument listing the known ones
+
+class ProjectedGpuBackend final : public MatmulBackend {
+ public:
+  ProjectedGpuBackend(std::string spec, const GpuPeaks& peaks, GpuPrecision precision = GpuPrecision::kFp32)
+      : spec_(std::move(spec)), peaks_(peaks), precision_(precision) {}
+  std::string name() const override { return spec_; }
+  MatmulStats stats() const override { return stats_; }
+  const GpuPeaks& peaks() const { return peaks_; }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override;
+  // A GPU runs these too (the cuda backend's kernels); projected as memory-bound, reading and
+  // writing each fp32 value once.
+  bool runs_other_ops() const override { return true; }
+  void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim) override;
+  void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override;
+  void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) override;
+
+ private:
+  void elementwise(uint64_t values) { stats_.projected_seconds += 8.0 * double(values) / peaks_.memory_bytes_per_s; }
+  std::string spec_;
+  const GpuPeaks& peaks_;
+  GpuPrecision precision_;
+  CpuBackend cpu_;
+  MatmulStats stats_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,201 @@
+// The GPT-2 forward pass, with its matrix products on an interchangeable backend and everything
+// else (embeddings, LayerNorm, softmax, GELU, residuals) on the host CPU in fp32, except where a
+// backend runs those itself (runs_other_ops).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/parallel/comm.hpp"
+#include "tessera/io/gpt2.hpp"
+
+namespace tessera {
+
+// What a backend's matrix products cost so far (cycles and bytes from an accelerator's counters).
+struct MatmulStats {
+  uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
+  uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
+  double projected_seconds = 0;   // a GPU's roofline time where there is no GPU to measure
+  MatmulStats& operator+=(const MatmulStats& o) {
+    gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
+    projected_cycles += o.projected_cycles;
+    projected_seconds += o.projected_seconds;
+    return *this;
+  }
+  MatmulStats operator-(const MatmulStats& o) const {
+    return {gemms - o.gemms,           macs - o.macs,
+            cycles - o.cycles,         read_bytes - o.read_bytes,
+            write_bytes - o.write_bytes, projected_cycles - o.projected_cycles,
+            projected_seconds - o.projected_seconds};
+  }
+};
+
+// A stretch of one product's wall time on a track of its device: "dma" (operands going to the
+// device, results coming back) or "compute".
+struct Phase {
+  std::string track, name;
+  std::chrono::steady_clock::time_point start;
+  double seconds = 0;
+};
+
+// Where the forward pass runs its matrix products.
+class MatmulBackend {
+ public:
+  virtual ~MatmulBackend() = default;
+  virtual std::string name() const = 0;
+  virtual MatmulStats stats() const = 0;
+  // The phases of the products since the last call, where the backend tells them apart.
+  virtual std::vector<Phase> take_phases() { return {}; }
+  // c[m, n] = a[m, k] * b, with b [k, n] row-major, or [n, k] when b_transposed.
+  virtual void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+                      bool b_transposed) = 0;
+  // y[m, out] = x[m, in] W + b.
+  virtual void linear(const float* x, uint32_t m, const Linear& w, float* y);
+  // Forgets what the backend keeps for `w` (weights resident on a device, keyed by its address),
+  // before `w` goes away.
+  virtual void release(const Linear& w) { (void)w; }
+  // The same for LayerNorm weights (kept by backends that run layer_norm on a device).
+  virtual void release(const LayerNormWeights& w) { (void)w; }
+
+  // Whether the backend runs the rest of a layer's work on its device too: the attention core, the
+  // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
+  // does not, the host runs them and the report shows them as host ops.
+  virtual bool runs_other_ops() const { return false; }
+  // out[batch * seq, heads * head_dim]: per sequence and head, causal softmax(q k^T / sqrt(head_dim)) v,
+  // from qkv[batch * seq, 3 * heads * head_dim] (the q, k and v blocks side by side).
+  virtual void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim);
+  // y = gelu_tanh(x W + b).
+  virtual void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y);
+  virtual void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);
+};
+
+// fp32 on the host with OpenBLAS.
+class CpuBackend final : public MatmulBackend {
+ public:
+  std::string name() const override { return "cpu"; }
+  MatmulStats stats() const override { return stats_; }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+              bool b_transposed) override;
+  void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
+
+ private:
+  MatmulStats stats_;
+};
+
+// Token ids for `batch` sequences of `seq` tokens each, row-major; throws std::invalid_argument
+// (bad input) for an id outside the vocabulary, more tokens than positions, or a size mismatch.
+void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq);
+
+// One device's part of every layer of a stage, Megatron-style: heads [head_begin, +heads) of
+// c_attn (column-parallel) and the matching rows of the attention projection (row-parallel),
+// columns [mlp_begin, +mlp) of c_fc and the matching rows of the MLP projection, and in the last
+// stage rows [vocab_begin, +vocab) of the tied output projection.
+struct Shard {
+  MatmulBackend* backend = nullptr;  // null for a shard another rank runs
+  uint32_t head_begin = 0, heads = 0, mlp_begin = 0, mlp = 0, vocab_begin = 0, vocab = 0;
+  int rank = 0;                      // the process that runs it (multi-process runs)
+  int gpu = -1;                      // its CUDA device, where it runs on a real GPU (known on every rank)
+};
+
+struct StageShards {
+  uint32_t first = 0, last = 0;  // layers, inclusive
+  std::vector<Shard> shards;
+};
+
+// One operation of a run, for the report: a device's matrix products or the host's other work.
+struct OpRecord {
+  int stage = 0, layer = -1;  // layer -1: embeddings or the output projection
+  uint32_t microbatch = 0;
+  std::string device;         // a backend's name, or "host"
+  std::string lane;           // a host op done for one shard (softmax, GELU): that shard's device
+  std::string op;             // qkv, attention, attn_proj, mlp_up, mlp_down, logits; host: layernorm, ...
+  double start = 0;           // wall time since the pipeline was built
+  double seconds = 0;         // wall time
+  MatmulStats cost;           // on the device
+  struct Span {
+    std::string track, name;
+    double start = 0, seconds = 0;  // like the record's
+  };
+  std::vector<Span> phases;   // DMA and compute within the op, where the backend tells them apart
+  int rank = 0;               // the process it ran in; device "comm" records its communication
+};
+
+// Runs the model over stages of sharded devices. Weights are sliced once, when built. Microbatches
+// flow through the stages GPipe-style, a worker thread per stage; each device's shards run on a
+// thread of their own, and the partial sums of the row-parallel projections are added in shard
+// order, so a run is deterministic.
+//
+// With a Comm, every rank builds the same pipeline and runs the shards whose rank is its own (the
+// others have no backend): a stage's ranks sum their partial results with allreduce_sum, the
+// lowest rank of a stage sends each microbatch's activations to the next stage's ranks that do not
+// have them, and the logits come to rank 0. Ranks that each run a single shard on a GPU move their
+// activations GPU to GPU (Comm::group with a gpu): a stage's all-reduce when every rank of the stage
+// is one, and a transfer between stages when both ends are.
+class Pipeline {
+ public:
+  Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
+  ~Pipeline();  // releases the weights it gave the backends
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+  // Logits [batch * seq, vocab], row-major (complete on rank 0 of a multi-process run); the batch
+  // goes through in `microbatches` parts.
+  std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
+  const std::vector<OpRecord>& log() const { return log_; }
+  // Called as each stage starts a layer of a microbatch (from the stage's worker thread).
+  std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
+
+ private:
+  struct Slices {  // one shard's weights for one layer: the model's own tensors when it has them all
+    const Linear *qkv, *attn_proj, *mlp_up, *mlp_down;
+  };
+  struct Microbatch {
+    uint32_t index = 0, batch = 0, seq = 0;
+    const int32_t* tokens = nullptr;
+    float* logits = nullptr;  // its rows of the output
+    std::vector<float> x;     // the residual stream, handed from stage to stage
+  };
+  void run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
+  bool local(const Shard& sh) const { return !comm_ || sh.rank == comm_->rank(); }
+  bool member(size_t stage) const;  // whether this process runs part of the stage
+  int leader(size_t stage) const { return members_[stage].front(); }
+  int link(size_t stage, int to) const;  // the group that carries stage's activations to `to`, or -1 (MPI)
+  // A communication of a stage, timed and logged.
+  void communicate(size_t stage, uint32_t microbatch, const char* op, uint64_t bytes, std::vector<OpRecord>& log,
+                   const std::function<void()>& fn);
+
+  const Gpt2Model& model_;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  std::vector<StageShards> stages_;
+  std::vector<std::vector<std::vector<Slices>>> slices_;  // [stage][layer in stage][shard]
+  std::deque<Linear> sliced_;                              // the slices that are copies
+  std::vector<bool> whole_;                                // [stage]: one device holds all of each layer
+  Comm* comm_ = nullptr;
+  std::vector<std::vector<int>> members_;                  // [stage]: its ranks, ascending
+  std::vector<int> groups_;                                // [stage]: its Comm group, where it spans ranks
+  std::map<std::pair<size_t, int>, int> links_;            // (stage, rank of the next): a GPU-to-GPU group
+  std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
+  std::vector<OpRecord> log_;
+};
+
+// Logits [batch * seq, vocab] with every matrix product on one backend.
+std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
+                           MatmulBackend& backend);
+
+// How far logits are from a reference run of the same model (DESIGN.md's numerics report).
+struct Numerics {
+  double max_abs_err = 0, rel_l2 = 0, cosine = 0, top1_agreement = 0;
+};
+Numerics compare_logits(std::span<const float> got, std::span<const float> ref, uint32_t vocab);
+
+// The host-side operations, exposed for the tests and for the runtime's other backends.
+void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);
+void gelu_tanh(float* x, size_t n);
+void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset);
+
+}  // namespace tessera

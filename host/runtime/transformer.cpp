@@ -1,0 +1,513 @@
+#include "tessera/runtime/transformer.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tessera {
+
+void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
+  matmul(x, w.w.data(), y, m, w.out, w.in, false);
+  for (uint32_t r = 0; r < m; ++r)
+    for (uint32_t c = 0; c < w.out; ++c) y[uint64_t{r} * w.out + c] += w.b[c];
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The attention core with the products on `b` and the scaling and softmax on the host, whose time
+// is added to *host_seconds.
+void attention_on_host(MatmulBackend& b, const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H,
+                       uint32_t D, double* host_seconds) {
+  const uint32_t W = 3 * H * D;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(uint64_t{T} * T), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+  for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+    for (uint32_t head = 0; head < H; ++head) {
+      for (uint32_t t = 0; t < T; ++t) {
+        const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
+        std::copy(row, row + D, &q[uint64_t{t} * D]);
+        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+      }
+      b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+      const auto t0 = Clock::now();
+      for (auto& sc : scores) sc *= scale;
+      softmax_causal(scores.data(), T, T, 0);
+      *host_seconds += since(t0);
+      b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+      for (uint32_t t = 0; t < T; ++t)
+        std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
+    }
+}
+
+}  // namespace
+
+void MatmulBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
+                              uint32_t head_dim) {
+  double host_seconds = 0;
+  attention_on_host(*this, qkv, out, batch, seq, heads, head_dim, &host_seconds);
+}
+
+void MatmulBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {
+  linear(x, m, w, y);
+  gelu_tanh(y, uint64_t{m} * w.out);
+}
+
+void MatmulBackend::layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
+                               float eps) {
+  tessera::layer_norm(x, y, rows, cols, w, eps);
+}
+
+void CpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
+                        bool b_transposed) {
+  ++stats_.gemms;
+  stats_.macs += uint64_t{m} * n * k;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(k), b,
+              static_cast<int>(b_transposed ? k : n), 0.0f, c, static_cast<int>(n));
+}
+
+void CpuBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
+  ++stats_.gemms;
+  stats_.macs += uint64_t{m} * w.out * w.in;
+  // The bias goes in first so that one sgemm with beta = 1 adds the product to it.
+  for (uint32_t r = 0; r < m; ++r) std::copy(w.b.begin(), w.b.end(), y + uint64_t{r} * w.out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(w.out),
+              static_cast<int>(w.in), 1.0f, x, static_cast<int>(w.in), w.w.data(), static_cast<int>(w.out), 1.0f,
+              y, static_cast<int>(w.out));
+}
+
+void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq) {
+  if (batch == 0 || seq == 0) throw std::invalid_argument("batch and sequence length must be positive");
+  if (tokens.size() != uint64_t{batch} * seq)
+    throw std::invalid_argument(
+        fmt::format("{} token ids for a batch of {} sequences of {} tokens", tokens.size(), batch, seq));
+  if (seq > cfg.positions)
+    throw std::invalid_argument(
+        fmt::format("{} tokens in a sequence, more than the model's {} positions", seq, cfg.positions));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= cfg.vocab)
+      throw std::invalid_argument(
+          fmt::format("token id {} (at {}) is outside the vocabulary [0, {})", tokens[i], i, cfg.vocab));
+}
+
+void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* in = x + uint64_t{r} * cols;
+    float* out = y + uint64_t{r} * cols;
+    double mean = 0, var = 0;
+    for (uint32_t c = 0; c < cols; ++c) mean += in[c];
+    mean /= cols;
+    for (uint32_t c = 0; c < cols; ++c) var += (in[c] - mean) * (in[c] - mean);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var / cols + eps));
+    for (uint32_t c = 0; c < cols; ++c) out[c] = (in[c] - static_cast<float>(mean)) * inv * w.w[c] + w.b[c];
+  }
+}
+
+void gelu_tanh(float* x, size_t n) {
+  const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset) {
+  // Row r is the query at position offset + r; it sees keys 0 .. offset + r.
+  for (uint32_t r = 0; r < rows; ++r) {
+    float* s = scores + uint64_t{r} * cols;
+    const uint32_t visible = std::min(cols, offset + r + 1);
+    const float peak = *std::max_element(s, s + visible);
+    float sum = 0;
+    for (uint32_t c = 0; c < visible; ++c) sum += s[c] = std::exp(s[c] - peak);
+    for (uint32_t c = 0; c < visible; ++c) s[c] /= sum;
+    std::fill(s + visible, s + cols, 0.0f);
+  }
+}
+
+namespace {
+
+// Columns [c0, c0 + n) of a linear layer (its bias too), or rows [r0, r0 + n) without the bias.
+Linear columns(const Linear& l, const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
+  Linear out;
+  out.in = l.in;
+  for (const auto& [c0, n] : ranges) out.out += n;
+  out.w.resize(uint64_t{out.in} * out.out);
+  out.b.reserve(out.out);
+  for (const auto& [c0, n] : ranges) out.b.insert(out.b.end(), l.b.begin() + c0, l.b.begin() + c0 + n);
+  for (uint32_t r = 0; r < l.in; ++r) {
+    uint32_t at = 0;
+    for (const auto& [c0, n] : ranges) {
+      std::copy_n(&l.w[uint64_t{r} * l.out + c0], n, &out.w[uint64_t{r} * out.out + at]);
+      at += n;
+    }
+  }
+  return out;
+}
+
+Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
+  Linear out{n, l.out, std::vector<float>(l.w.begin() + uint64_t{r0} * l.out, l.w.begin() + uint64_t{r0 + n} * l.out),
+             std::vector<float>(l.out, 0.0f)};
+  return out;
+}
+
+// Runs fn(i) for every shard, each on a thread of its own when there are several.
+template <class Fn>
+void each_shard(size_t n, Fn&& fn) {
+  if (n == 1) return fn(size_t{0});
+  std::vector<std::future<void>> jobs;
+  for (size_t i = 0; i < n; ++i) jobs.push_back(std::async(std::launch::async, fn, i));
+  for (auto& j : jobs) j.get();  // rethrows a shard's error
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm)
+    : model_(model), stages_(std::move(stages)), comm_(comm) {
+  const Gpt2Config& cfg = model.cfg;
+  const uint32_t E = cfg.width, D = cfg.head_dim();
+  if (stages_.empty()) throw std::invalid_argument("a pipeline needs a stage");
+  // A GPU rank runs one shard of the whole plan, on a real GPU: it can talk to another such rank
+  // GPU to GPU, on that GPU.
+  std::map<int, std::vector<int>> gpus_of;
+  for (const auto& st : stages_)
+    for (const Shard& sh : st.shards) gpus_of[sh.rank].push_back(sh.gpu);
+  auto gpu_rank = [&](int r) { return gpus_of[r].size() == 1 && gpus_of[r][0] >= 0; };
+  const int my_gpu = comm_ && gpu_rank(comm_->rank()) ? gpus_of[comm_->rank()][0] : -1;
+  // Every rank makes every group, in the same order, as collectives require.
+  for (const auto& st : stages_) {
+    std::vector<int> ranks;
+    for (const Shard& sh : st.shards) ranks.push_back(comm_ ? sh.rank : 0);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    members_.push_back(ranks);
+    const bool gpus = std::all_of(ranks.begin(), ranks.end(), gpu_rank);
+    groups_.push_back(comm_ && ranks.size() > 1 ? comm_->group(ranks, gpus ? my_gpu : -1) : -1);
+  }
+  for (size_t s = 0; comm_ && s + 1 < stages_.size(); ++s)
+    for (int r : members_[s + 1])
+      if (!std::binary_search(members_[s].begin(), members_[s].end(), r) && gpu_rank(leader(s)) && gpu_rank(r))
+        links_[{s, r}] = comm_->group({std::min(leader(s), r), std::max(leader(s), r)}, my_gpu);
+  for (const auto& st : stages_) {
+    // A device with all of each layer uses the model's tensors as they are (the projections' biases
+    // included, so the reduce adds none).
+    const bool whole = st.shards.size() == 1 && st.shards[0].heads == cfg.heads && st.shards[0].mlp == 4 * E;
+    whole_.push_back(whole);
+    auto keep = [&](Linear l) { return &sliced_.emplace_back(std::move(l)); };
+    std::vector<std::vector<Slices>> layers;
+    for (uint32_t l = st.first; l <= st.last; ++l) {
+      const Gpt2Block& b = model.blocks.at(l);
+      std::vector<Slices> per_shard;
+      for (const Shard& sh : st.shards) {
+        const uint32_t h0 = sh.head_begin * D, hn = sh.heads * D;
+        if (!local(sh)) {
+          per_shard.push_back({});
+          continue;
+        }
+        per_shard.push_back(whole ? Slices{&b.c_attn, &b.attn_proj, &b.c_fc, &b.mlp_proj}
+                                  : Slices{keep(columns(b.c_attn, {{h0, hn}, {E + h0, hn}, {2 * E + h0, hn}})),
+                                           keep(rows(b.attn_proj, h0, hn)), keep(columns(b.c_fc, {{sh.mlp_begin, sh.mlp}})),
+                                           keep(rows(b.mlp_proj, sh.mlp_begin, sh.mlp))});
+      }
+      layers.push_back(std::move(per_shard));
+    }
+    slices_.push_back(std::move(layers));
+  }
+  for (const Shard& sh : stages_.back().shards) {
+    if (!local(sh)) {
+      vocab_.emplace_back();
+      continue;
+    }
+    Linear v{E, sh.vocab, std::vector<float>(uint64_t{E} * sh.vocab), std::vector<float>(sh.vocab, 0.0f)};
+    for (uint32_t r = 0; r < sh.vocab; ++r)
+      for (uint32_t e = 0; e < E; ++e) v.w[uint64_t{e} * sh.vocab + r] = model.wte[uint64_t{sh.vocab_begin + r} * E + e];
+    vocab_.push_back(std::move(v));
+  }
+}
+
+Pipeline::~Pipeline() {
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (size_t i = 0; i < stages_[s].shards.size(); ++i) {
+      if (!local(stages_[s].shards[i])) continue;
+      MatmulBackend& b = *stages_[s].shards[i].backend;
+      for (const auto& layer : slices_[s])
+        for (const Linear* l : {layer[i].qkv, layer[i].attn_proj, layer[i].mlp_up, layer[i].mlp_down}) b.release(*l);
+      for (uint32_t l = stages_[s].first; l <= stages_[s].last; ++l) {
+        b.release(model_.blocks[l].ln_1);
+        b.release(model_.blocks[l].ln_2);
+      }
+      if (s + 1 == stages_.size()) {
+        b.release(vocab_[i]);
+        b.release(model_.ln_f);
+      }
+    }
+}
+
+std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
+                                     uint32_t microbatches) {
+  check_tokens(model_.cfg, tokens, batch, seq);
+  if (microbatches == 0 || microbatches > batch)
+    throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
+  std::vector<float> logits(uint64_t{batch} * seq * model_.cfg.vocab);
+  std::vector<Microbatch> mbs(microbatches);
+  for (uint32_t j = 0, done = 0; j < microbatches; ++j) {
+    const uint32_t n = batch / microbatches + (j < batch % microbatches ? 1 : 0);
+    mbs[j] = {j, n, seq, tokens.data() + uint64_t{done} * seq, &logits[uint64_t{done} * seq * model_.cfg.vocab], {}};
+    done += n;
+  }
+  // GPipe: a worker per stage takes the microbatches in order, each as soon as the stage before
+  // has handed it over. A stage's devices belong to it alone, so no backend is used by two threads.
+  const size_t P = stages_.size();
+  std::vector<std::vector<OpRecord>> logs(P);
+  std::vector<uint32_t> handed(P + 1, 0);  // handed[s]: microbatches stage s may take
+  handed[0] = microbatches;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+  // Across processes, a stage's input comes from the stage before when this process runs part of
+  // it, and otherwise from that stage's lowest rank, which sends it to every such process.
+  const uint64_t width = model_.cfg.width;
+  auto tag = [](size_t stage, uint32_t mb) { return static_cast<int>((stage << 16) | mb); };
+  auto worker = [&](size_t s) {
+    try {
+      for (uint32_t j = 0; j < microbatches; ++j) {
+        Microbatch& m = mbs[j];
+        if (s == 0 || member(s - 1)) {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return handed[s] > j || error; });
+          if (error) return;
+        } else {
+          m.x.resize(uint64_t{m.batch} * m.seq * width);
+          communicate(s, j, "recv", m.x.size() * 4, logs[s],
+                      [&] { comm_->recv(m.x, leader(s - 1), tag(s, j), link(s - 1, comm_->rank())); });
+        }
+        run_stage(s, m, logs[s]);
+        if (s + 1 < P && comm_ && comm_->rank() == leader(s))
+          for (int r : members_[s + 1])
+            if (!std::binary_search(members_[s].begin(), members_[s].end(), r))
+              communicate(s, j, "send", m.x.size() * 4, logs[s], [&] { comm_->send(m.x, r, tag(s + 1, j), link(s, r)); });
+        std::lock_guard lock(mu);
+        handed[s + 1] = j + 1;
+        cv.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (!error) error = std::current_exception();
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t s = 0; s < P; ++s)
+    if (member(s)) workers.emplace_back(worker, s);
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  for (auto& l : logs) log_.insert(log_.end(), l.begin(), l.end());
+  if (comm_) {
+    // The last stage's ranks hold the logits of their vocabulary shards and zeros elsewhere: their
+    // sum is exact. It goes to rank 0.
+    std::vector<OpRecord> gather;
+    const int last = static_cast<int>(P - 1);
+    if (groups_[last] >= 0 && member(last))
+      communicate(last, 0, "gather_logits", logits.size() * 4, gather,
+                  [&] { comm_->allreduce_sum(logits, groups_[last]); });
+    if (leader(last) != 0 && comm_->rank() == leader(last))
+      communicate(last, 0, "send_logits", logits.size() * 4, gather, [&] { comm_->send(logits, 0, tag(P, 0), -1); });
+    if (leader(last) != 0 && comm_->rank() == 0)
+      communicate(last, 0, "recv", logits.size() * 4, gather, [&] { comm_->recv(logits, leader(last), tag(P, 0), -1); });
+    log_.insert(log_.end(), gather.begin(), gather.end());
+  }
+  return logits;
+}
+
+int Pipeline::link(size_t stage, int to) const {
+  const auto it = links_.find({stage, to});
+  return it == links_.end() ? -1 : it->second;
+}
+
+bool Pipeline::member(size_t stage) const {
+  return !comm_ || std::binary_search(members_[stage].begin(), members_[stage].end(), comm_->rank());
+}
+
+void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, uint64_t bytes,
+                           std::vector<OpRecord>& log, const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  OpRecord rec{static_cast<int>(stage), -1, microbatch, "comm", {}, op,
+               std::chrono::duration<double>(start - epoch_).count(), since(start), {}, {}, comm_->rank()};
+  (op == std::string("recv") ? rec.cost.read_bytes : rec.cost.write_bytes) = bytes;
+  log.push_back(std::move(rec));
+}
+
+void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
+  const Gpt2Config& cfg = model_.cfg;
+  const uint32_t E = cfg.width, D = cfg.head_dim(), T = m.seq, V = cfg.vocab, batch = m.batch, mb = m.index;
+  const uint32_t rows = batch * T;
+  std::vector<float>& x = m.x;
+  std::vector<float> h(uint64_t{rows} * E);
+  const int rank = comm_ ? comm_->rank() : 0;
+  auto host_record = [&](int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) {
+    return OpRecord{static_cast<int>(s), layer, mb, "host", std::move(lane), op,
+                    std::chrono::duration<double>(start - epoch_).count(), seconds, {}, {}, rank};
+  };
+  auto host = [&](int layer, const char* op, Clock::time_point t0) { log.push_back(host_record(layer, op, t0, since(t0))); };
+  auto t0 = Clock::now();
+  if (s == 0) {
+    x.resize(uint64_t{rows} * E);
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < E; ++c)
+        x[r * E + c] = model_.wte[uint64_t(m.tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
+    host(-1, "embedding", t0);
+  }
+  float* logits = m.logits;
+
+  const StageShards& st = stages_[s];
+  const size_t n = st.shards.size();
+  std::vector<std::vector<float>> part(n);
+  std::vector<std::vector<OpRecord>> shard_log(n);
+  std::vector<size_t> mine;  // the shards this process runs
+  for (size_t i = 0; i < n; ++i)
+    if (local(st.shards[i])) mine.push_back(i);
+  auto each_local = [&](auto&& fn) { each_shard(mine.size(), [&](size_t k) { fn(mine[k]); }); };
+  // Runs one of a shard's operations on its device and logs what it cost.
+  auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) -> OpRecord& {
+    MatmulBackend& b = *st.shards[i].backend;
+    const MatmulStats before = b.stats();
+    const auto start = Clock::now();
+    fn(b);
+    OpRecord rec{static_cast<int>(s), layer, mb, b.name(), {}, op,
+                 std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}, rank};
+    for (const Phase& ph : b.take_phases())
+      rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
+    return shard_log[i].emplace_back(std::move(rec));
+  };
+  // LayerNorm of the whole residual stream: on the device when one device holds the stage and runs
+  // such ops, otherwise on the host (every shard needs all of it).
+  auto norm = [&](int layer, const LayerNormWeights& w) {
+    if (n == 1 && st.shards[0].backend->runs_other_ops()) {
+      device_op(0, layer, "layernorm", [&](MatmulBackend& b) { b.layer_norm(x.data(), h.data(), rows, E, w, cfg.eps); });
+      return;
+    }
+    t0 = Clock::now();
+    tessera::layer_norm(x.data(), h.data(), rows, E, w, cfg.eps);
+    host(layer, "layernorm", t0);
+  };
+  // x += (sum of the partial sums, in shard order) + bias. Across processes each sums its own
+  // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
+  // float for float as in one process (addition commutes); with more, MPI (or NCCL) picks the order.
+  auto reduce = [&](int layer, const Linear& full) {
+    auto start = Clock::now();
+    std::vector<float> sum = std::move(part[mine.front()]);
+    for (size_t k = 1; k < mine.size(); ++k)
+      for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part[mine[k]][j];
+    host(layer, "reduce_partials", start);
+    if (groups_[s] >= 0)
+      communicate(s, mb, "allreduce", sum.size() * 4, log, [&] { comm_->allreduce_sum(sum, groups_[s]); });
+    start = Clock::now();
+    for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
+    if (!whole_[s])
+      for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
+    host(layer, "residual", start);
+  };
+  for (uint32_t l = st.first; l <= st.last; ++l) {
+    if (on_layer) on_layer(s, l, mb);
+    const Gpt2Block& blk = model_.blocks[l];
+    const auto& sl = slices_[s][l - st.first];
+    const int layer = static_cast<int>(l);
+    norm(layer, blk.ln_1);
+    each_local([&](size_t i) {
+      const uint32_t H = st.shards[i].heads;
+      std::vector<float> qkv(uint64_t{rows} * 3 * H * D), att(uint64_t{rows} * H * D);
+      device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].qkv, qkv.data()); });
+      if (st.shards[i].backend->runs_other_ops()) {
+        device_op(i, layer, "attention",
+                  [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), batch, T, H, D); });
+      } else {
+        // The products on the device, the softmax on the host, reported apart.
+        double softmax_seconds = 0;
+        OpRecord& rec = device_op(i, layer, "attention", [&](MatmulBackend& b) {
+          attention_on_host(b, qkv.data(), att.data(), batch, T, H, D, &softmax_seconds);
+        });
+        rec.seconds -= softmax_seconds;
+        const auto start = epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
+        shard_log[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
+      }
+      part[i].assign(x.size(), 0.0f);
+      device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, *sl[i].attn_proj, part[i].data()); });
+    });
+    reduce(layer, blk.attn_proj);
+    norm(layer, blk.ln_2);
+    each_local([&](size_t i) {
+      std::vector<float> up(uint64_t{rows} * sl[i].mlp_up->out);
+      if (st.shards[i].backend->runs_other_ops()) {
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, *sl[i].mlp_up, up.data()); });
+      } else {
+        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].mlp_up, up.data()); });
+        const auto start = Clock::now();
+        gelu_tanh(up.data(), up.size());
+        shard_log[i].push_back(host_record(layer, "gelu", start, since(start), st.shards[i].backend->name()));
+      }
+      part[i].assign(x.size(), 0.0f);
+      device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, *sl[i].mlp_down, part[i].data()); });
+    });
+    reduce(layer, blk.mlp_proj);
+  }
+  if (s + 1 == stages_.size()) {
+    norm(-1, model_.ln_f);
+    each_local([&](size_t i) {
+      const Shard& sh = st.shards[i];
+      std::vector<float> out(uint64_t{rows} * sh.vocab);
+      device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });
+      for (uint32_t r = 0; r < rows; ++r)
+        std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &logits[uint64_t{r} * V + sh.vocab_begin]);
+    });
+  }
+  for (auto& l : shard_log) log.insert(log.end(), l.begin(), l.end());
+}
+
+std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
+                           MatmulBackend& backend) {
+  const Gpt2Config& cfg = model.cfg;
+  StageShards all{0, cfg.layers - 1, {Shard{&backend, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}};
+  return Pipeline(model, {all}).forward(tokens, batch, seq);
+}
+
+Numerics compare_logits(std::span<const float> got, std::span<const float> ref, uint32_t vocab) {
+  if (got.size() != ref.size() || vocab == 0 || ref.size() % vocab)
+    throw std::invalid_argument(fmt::format("logits of {} and {} values for a vocabulary of {}", got.size(), ref.size(), vocab));
+  Numerics n;
+  double diff = 0, norm = 0, dot = 0, norm_got = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = got[i], r = ref[i];
+    n.max_abs_err = std::max(n.max_abs_err, std::abs(g - r));
+    diff += (g - r) * (g - r);
+    norm += r * r;
+    norm_got += g * g;
+    dot += g * r;
+  }
+  n.rel_l2 = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  n.cosine = norm > 0 && norm_got > 0 ? dot / std::sqrt(norm * norm_got) : (diff == 0 ? 1.0 : 0.0);
+  const size_t rows = ref.size() / vocab;
+  size_t agree = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const auto g = got.subspan(r * vocab, vocab), f = ref.subspan(r * vocab, vocab);
+    agree += std::max_element(g.begin(), g.end()) - g.begin() == std::max_element(f.begin(), f.end()) - f.begin();
+  }
+  n.top1_agreement = double(agree) / double(rows);
+  return n;
+}
+
+}  // namespace tessera
