@@ -314,7 +314,7 @@ void Device::wait_for(uint32_t fence, const WaitOptions& opts) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (idle >= opts.max_idle_cycles || frozen > 3) {
       check_engine_error();
-      throw DeviceError(fmt::format("{}: watchdog: the engine is stuck, no completion and no bus traffic {} while "
+      throw WatchdogTimeout(fmt::format("{}: watchdog: the engine is stuck, no completion and no bus traffic {} while "
                                     "waiting for completion {}; {}",
                                     spec_.str(), idle ? fmt::format("for {} cycles", idle) : "and no time passing",
                                     fence, state()));

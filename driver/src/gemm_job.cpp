@@ -1,4 +1,5 @@
 #include "tessera/driver/gemm_job.hpp"
+#include "tessera/model/golden.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "tessera/driver/gemm_job.hpp"
+#include "tessera/model/golden.hpp"
 
 namespace tessera::driver {
 
@@ -611,10 +612,10 @@ std::string describe_exception(std::exception_ptr e) {
     }
     return fmt::format("{} ({} at {:#x}, ring slot {}): {}", what, spec::to_string(f.code), f.addr, f.ring_index,
                        f.what());
+  } catch (const WatchdogTimeout& w) {
+    return std::string("engine hung: ") + w.what();
   } catch (const DeviceError& d) {
-    const std::string text = d.what();
-    if (text.find("watchdog") != std::string::npos) return "engine hung: " + text;
-    return "device error: " + text;
+    return std::string("device error: ") + d.what();
   } catch (const std::exception& x) {
     return fmt::format("unexpected error: {}", x.what());
   }

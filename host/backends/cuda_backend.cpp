@@ -29,7 +29,7 @@ namespace tessera {
 
 // Next to check(cudaError_t) in this namespace, so that both overloads are found from below.
 static void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw driver::DeviceError(fmt::format("cuBLAS {}: {}", what, cublasGetStatusString(s)));
+  if (s != CUBLAS_STATUS_SUCCESS) throw GpuError(fmt::format("cuBLAS {}: {}", what, cublasGetStatusString(s)));
 }
 
 namespace {
@@ -38,7 +38,7 @@ namespace {
 // is checked to fit an int.
 int as_int(uint64_t v, const char* what) {
   if (v > static_cast<uint64_t>(INT_MAX))
-    throw driver::DeviceError(fmt::format("CUDA backend: {} = {} is more than cuBLAS takes", what, v));
+    throw GpuError(fmt::format("CUDA backend: {} = {} is more than cuBLAS takes", what, v));
   return static_cast<int>(v);
 }
 
@@ -443,7 +443,7 @@ class CudaBackend final : public MatmulBackend {
                                          pref_.get(), 1, &result, &found),
           "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
-      throw driver::DeviceError(fmt::format("cuBLASLt has no int8 GEMM for {}x{}x{} (padded) on {}", m, n, k, name_));
+      throw GpuError(fmt::format("cuBLASLt has no int8 GEMM for {}x{}x{} (padded) on {}", m, n, k, name_));
     p.algo = result.algo;
     return lt_plans_.emplace(key, std::move(p)).first->second;
   }
@@ -455,7 +455,7 @@ class CudaBackend final : public MatmulBackend {
     // is the start of an allocation of its own.
     for (const void* p : {b, a, static_cast<const void*>(acc)})
       if (reinterpret_cast<uintptr_t>(p) % 256 != 0)
-        throw driver::DeviceError(fmt::format("CUDA backend: an int8 GEMM operand at {} is not 256-byte aligned", p));
+        throw GpuError(fmt::format("CUDA backend: an int8 GEMM operand at {} is not 256-byte aligned", p));
     const LtPlan& p = lt_plan(n, m, k);
     const int32_t one = 1, zero = 0;
     check(cublasLtMatmul(lt_.get(), p.desc.get(), &one, b, p.b.get(), a, p.a.get(), &zero, acc, p.c.get(), acc,
@@ -558,7 +558,7 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int index, GpuPrecision precisi
   }
   try {
     return std::make_unique<CudaBackend>(index, precision, std::move(name));
-  } catch (const driver::DeviceError& e) {  // a GPU that is there but cannot be used (busy, out of memory)
+  } catch (const GpuError& e) {  // a GPU that is there but cannot be used (busy, out of memory)
     why_not = fmt::format("GPU {} cannot be used: {}", index, e.what());
     return nullptr;
   }

@@ -27,6 +27,18 @@
 
 namespace po = boost::program_options;
 
+namespace tessera {
+
+// Op records and traffic travel between the ranks of a run as JSON (gather below).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes, write_bytes, projected_cycles,
+                                   projected_seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cost, phases,
+                                   rank)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommStats, bytes_sent, bytes_received, messages, gpu_bytes_sent, seconds)
+
+}  // namespace tessera
+
 namespace tessera::cli {
 
 namespace {
@@ -153,6 +165,9 @@ struct OpRow {
   uint64_t calls = 0;
   double seconds = 0;  // on the device's time: measured, cycles / clock, or projected
   MatmulStats cost;
+  std::string time_kind;           // Devices::time_kind
+  double utilization = -1;         // accelerators: MACs / (cycles x R x C); -1 elsewhere
+  double projected_utilization = 0;  // the what-if array's, where it ran
 };
 
 // One rank of a multi-process run, for the report.
@@ -161,23 +176,24 @@ struct RankSummary {
   std::vector<std::string> devices;
   CommStats traffic;
   uint64_t predicted_sent = 0;  // what the plan says it sends
+  double compute_seconds = 0;   // its devices' time, on their clocks
 };
 
-nlohmann::json to_json(const OpRecord& r) {
-  const MatmulStats& c = r.cost;
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& ph : r.phases) phases.push_back({ph.track, ph.name, ph.start, ph.seconds});
-  return {r.stage, r.layer, r.microbatch, r.device, r.lane, r.op, r.start, r.seconds,
-          {c.gemms, c.macs, c.cycles, c.read_bytes, c.write_bytes, c.projected_cycles, c.projected_seconds}, phases, r.rank};
-}
+// What a run did, computed once from its op records; print_json, print_csv and print_text only
+// format it.
+struct RunSummary {
+  std::vector<OpRow> rows;  // per device and op, in the order they first ran
+  std::vector<std::string> devices;            // the plan's, by label
+  std::map<std::string, std::string> projected;  // GPUs projected, and from what
+  double makespan = 0;      // on the devices' clocks over the GPipe schedule
+  double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
+  uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;
+  Numerics numerics;
+  std::string mpi_library;  // multi-process runs: the library, the processes and their ranks
+  int processes = 0;
+  std::vector<RankSummary> ranks;
+};
 
-OpRecord from_json(const nlohmann::json& j) {
-  OpRecord r{j[0], j[1], j[2], j[3], j[4], j[5], j[6], j[7], {}, {}, j[10]};
-  const auto& c = j[8];
-  r.cost = {c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
-  for (const auto& ph : j[9]) r.phases.push_back({ph[0], ph[1], ph[2], ph[3]});
-  return r;
-}
 
 // Brings every rank's op records, device kinds and traffic to every rank (rank 0 reports them).
 // Host and communication records are named after their rank: r1:host, r1:comm.
@@ -186,21 +202,19 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
                          {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
   for (OpRecord r : log) {
     if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
-    mine["ops"].push_back(to_json(r));
+    mine["ops"].push_back(r);
   }
   for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
-  const CommStats t = comm.stats();
-  mine["traffic"] = {t.bytes_sent, t.bytes_received, t.messages, t.gpu_bytes_sent, t.seconds};
+  mine["traffic"] = comm.stats();
   std::vector<RankSummary> ranks;
   log.clear();
   int rank = 0;
   for (const std::string& text : comm.allgather(mine.dump())) {
     const auto j = nlohmann::json::parse(text);
-    for (const auto& op : j["ops"]) log.push_back(from_json(op));
+    for (const auto& op : j["ops"]) log.push_back(op.get<OpRecord>());
     for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
     for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
-    const auto& tr = j["traffic"];
-    ranks.push_back({rank++, j["devices"], {tr[0], tr[1], tr[2], tr[3], tr[4]}, 0});
+    ranks.push_back({rank++, j["devices"], j["traffic"].get<CommStats>(), 0, 0});
   }
   return ranks;
 }
@@ -275,6 +289,199 @@ int run(const std::vector<std::string>& args) {
 
 namespace {
 
+// The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
+RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
+                     std::vector<RankSummary>& ranks, const Gpt2Config& cfg) {
+  RunSummary sum;
+  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
+  auto device_seconds = [&](const OpRecord& r) {
+    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
+    if (devs.projected.count(r.device)) return r.cost.projected_seconds;
+    return r.seconds;
+  };
+  // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
+  // slowest device, counting the host ops done for that device's shard).
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  const size_t P = ra.plan.stages.size(), M = ra.microbatches;
+  // busy[s][j][rank]: a rank's shared host and communication work on stage s, microbatch j, and
+  // each of its devices' lanes.
+  struct RankTime {
+    double shared = 0;
+    std::map<std::string, double> lanes;
+  };
+  std::vector<std::vector<std::map<int, RankTime>>> busy(P, std::vector<std::map<int, RankTime>>(M));
+  auto shared = [](const OpRecord& r) {
+    return r.lane.empty() && (r.device == "host" || r.device == "comm" || r.device.ends_with(":host") ||
+                              r.device.ends_with(":comm"));
+  };
+  for (const OpRecord& r : log) {
+    auto [it, fresh] = index.try_emplace({r.device, r.op}, sum.rows.size());
+    if (fresh) sum.rows.push_back(OpRow{r.device, r.op, 0, 0, {}, devs.time_kind(r.device)});
+    OpRow& row = sum.rows[it->second];
+    ++row.calls;
+    row.seconds += device_seconds(r);
+    row.cost += r.cost;
+    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
+    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
+    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
+    RankTime& t = busy[r.stage][r.microbatch][r.rank];
+    if (shared(r))
+      t.shared += device_seconds(r);
+    else
+      t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
+  }
+  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
+  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
+  // stages over the makespan.
+  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
+  double busy_total = 0;
+  for (size_t s = 0; s < P; ++s)
+    for (size_t j = 0; j < M; ++j) {
+      double d = 0;
+      for (const auto& [rank, t] : busy[s][j]) {
+        double slowest = 0;
+        for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
+        d = std::max(d, t.shared + slowest);
+      }
+      busy_total += d;
+      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
+    }
+  sum.makespan = finish[P - 1][M - 1];
+  sum.bubble = sum.makespan > 0 ? 1 - busy_total / (double(P) * sum.makespan) : 0;
+  sum.theoretical_bubble = ra.plan.expected_bubble(ra.microbatches);
+
+  const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
+  for (OpRow& r : sum.rows) {
+    sum.macs += r.cost.macs;
+    sum.cycles += r.cost.cycles;
+    sum.bytes += r.cost.read_bytes + r.cost.write_bytes;
+    sum.projected_cycles += r.cost.projected_cycles;
+    if (const auto it = devs.macs_per_cycle.find(r.device); it != devs.macs_per_cycle.end() && r.cost.cycles)
+      r.utilization = double(r.cost.macs) / double(r.cost.cycles * it->second);
+    if (r.cost.projected_cycles)
+      r.projected_utilization = double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle);
+  }
+  for (const auto& [spec, b] : devs.by_spec) sum.devices.push_back(spec);
+  sum.projected = devs.projected;
+
+  // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
+  std::map<int, double> compute;
+  for (const OpRecord& r : log)
+    if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
+  if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, cfg);
+  for (RankSummary& r : ranks) r.compute_seconds = compute[r.rank];
+  sum.ranks = ranks;
+  return sum;
+}
+
+void print_json(const RunSummary& sum, const RunArgs& ra) {
+  const bool what_if = ra.project_rows > 0;
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const auto& r : sum.rows) {
+    nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
+                                {"seconds", r.seconds}, {"time", r.time_kind},
+                                {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
+                                {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
+    if (r.utilization >= 0) o["utilization"] = r.utilization;
+    if (what_if && r.cost.projected_cycles)
+      o["projected"] = {{"cycles", r.cost.projected_cycles},
+                        {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
+                        {"utilization", r.projected_utilization}};
+    ops.push_back(o);
+  }
+  const Numerics& num = sum.numerics;
+  nlohmann::ordered_json j = {
+      {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", sum.devices},
+      {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
+      {"ops", ops},
+      {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
+                    {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
+      {"bubble", {{"measured", sum.bubble}, {"theoretical", sum.theoretical_bubble}}},
+      {"totals", {{"seconds", sum.makespan}, {"macs", sum.macs}, {"cycles", sum.cycles}, {"bytes", sum.bytes},
+                  {"wall_seconds", sum.wall_seconds}}}};
+  if (what_if)
+    j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
+                       {"cycles", sum.projected_cycles},
+                       {"seconds", double(sum.projected_cycles) / (ra.project_clock_mhz * 1e6)},
+                       {"accelerator_seconds", double(sum.cycles) / (ra.clock_mhz * 1e6)}};
+  if (sum.processes) {
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (const RankSummary& r : sum.ranks)
+      ranks.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", r.compute_seconds},
+                       {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
+                       {"gpu_bytes_sent", r.traffic.gpu_bytes_sent}, {"bytes_received", r.traffic.bytes_received},
+                       {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
+    j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.processes}, {"ranks", ranks}};
+  }
+  std::cout << j.dump(2) << "\n";
+}
+
+void print_csv(const RunSummary& sum, const RunArgs& ra) {
+  std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
+  for (const auto& r : sum.rows)
+    std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
+                             r.time_kind, r.cost.cycles,
+                             r.cost.macs, r.utilization >= 0 ? fmt::format("{:.4f}", r.utilization) : "",
+                             r.cost.read_bytes + r.cost.write_bytes,
+                             r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
+                             r.cost.projected_cycles
+                                 ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
+                                 : "");
+}
+
+void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg) {
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
+                           "accelerator clock {} MHz\n\n",
+                           ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq,
+                           ra.microbatches, ra.clock_mhz);
+  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
+                           "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
+  for (const auto& r : sum.rows)
+    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
+                             r.seconds * 1e3, r.time_kind,
+                             r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
+                             r.utilization >= 0 ? fmt::format("{:.3f}", r.utilization) : "-",
+                             r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
+  std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
+                           "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
+                           sum.makespan * 1e3, sum.macs, sum.cycles, sum.bytes, sum.wall_seconds);
+  for (const auto& [spec, gpu] : sum.projected)
+    std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
+                             "computed on the host with its precision's numerics\n",
+                             spec, gpu);
+  if (ra.project_rows > 0) {
+    std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
+                             "system)\n",
+                             ra.project_rows, ra.project_cols, ra.project_clock_mhz);
+    for (const auto& r : sum.rows)
+      if (r.cost.projected_cycles)
+        std::cout << fmt::format("  {:<28} {:<16} {:>12} cycles {:>10.3f} ms  utilization {:.3f}\n", r.device, r.op,
+                                 r.cost.projected_cycles, r.cost.projected_cycles / (ra.project_clock_mhz * 1e3),
+                                 r.projected_utilization);
+    std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
+                             sum.projected_cycles / (ra.project_clock_mhz * 1e3), sum.cycles / (ra.clock_mhz * 1e3));
+  }
+  if (sum.processes) {
+    std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
+                             sum.processes, sum.mpi_library);
+    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
+                             "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
+    for (const RankSummary& r : sum.ranks) {
+      std::string names;
+      for (const auto& d : r.devices) names += (names.empty() ? "" : "+") + d;
+      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14} {:>12}\n", r.rank, names,
+                               r.compute_seconds * 1e3, r.traffic.seconds * 1e3, r.traffic.bytes_sent, r.predicted_sent,
+                               r.traffic.gpu_bytes_sent);
+    }
+  }
+  const Numerics& num = sum.numerics;
+  std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
+                           sum.bubble, sum.theoretical_bubble);
+  std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
+                           "top-1 agreement {:.3f}\n",
+                           num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
+}
+
 // Runs the plan's devices of rank `me` and, on rank 0, reports the whole run.
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
   std::vector<std::string> failures;
@@ -331,197 +538,25 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
     ranks = gather(*comm, log, devs, ra);
     if (me != 0) return 0;
   }
-  CpuBackend reference;
-  const Numerics num = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
-
-  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
-  auto device_seconds = [&](const OpRecord& r) {
-    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
-    if (devs.projected.count(r.device)) return r.cost.projected_seconds;
-    return r.seconds;
-  };
-  // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
-  // slowest device, counting the host ops done for that device's shard).
-  std::vector<OpRow> rows;
-  std::map<std::pair<std::string, std::string>, size_t> index;
-  const size_t P = ra.plan.stages.size(), M = ra.microbatches;
-  // busy[s][j][rank]: a rank's shared host and communication work on stage s, microbatch j, and
-  // each of its devices' lanes.
-  struct RankTime {
-    double shared = 0;
-    std::map<std::string, double> lanes;
-  };
-  std::vector<std::vector<std::map<int, RankTime>>> busy(P, std::vector<std::map<int, RankTime>>(M));
-  auto shared = [](const OpRecord& r) {
-    return r.lane.empty() && (r.device == "host" || r.device == "comm" || r.device.ends_with(":host") ||
-                              r.device.ends_with(":comm"));
-  };
-  for (const OpRecord& r : log) {
-    auto [it, fresh] = index.try_emplace({r.device, r.op}, rows.size());
-    if (fresh) rows.push_back(OpRow{r.device, r.op, 0, 0, {}});
-    OpRow& row = rows[it->second];
-    ++row.calls;
-    row.seconds += device_seconds(r);
-    row.cost += r.cost;
-    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
-    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
-    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
-    RankTime& t = busy[r.stage][r.microbatch][r.rank];
-    if (shared(r))
-      t.shared += device_seconds(r);
-    else
-      t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
-  }
-  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
-  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
-  // stages over the makespan.
-  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
-  double busy_total = 0;
-  for (size_t s = 0; s < P; ++s)
-    for (size_t j = 0; j < M; ++j) {
-      double d = 0;
-      for (const auto& [rank, t] : busy[s][j]) {
-        double slowest = 0;
-        for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
-        d = std::max(d, t.shared + slowest);
-      }
-      busy_total += d;
-      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
-    }
-  const double makespan = finish[P - 1][M - 1];
-  const double bubble = makespan > 0 ? 1 - busy_total / (double(P) * makespan) : 0;
-  const double theoretical = ra.plan.expected_bubble(ra.microbatches);
-
   if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs.macs_per_cycle);
   if (!ra.dump_dir.empty()) {
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
   }
-  auto utilization = [&](const OpRow& r) {
-    const auto it = devs.macs_per_cycle.find(r.device);
-    return it == devs.macs_per_cycle.end() || r.cost.cycles == 0 ? -1.0 : double(r.cost.macs) / double(r.cost.cycles * it->second);
-  };
-  uint64_t macs = 0, cycles = 0, bytes = 0, projected = 0;
-  for (const auto& r : rows) {
-    macs += r.cost.macs;
-    cycles += r.cost.cycles;
-    bytes += r.cost.read_bytes + r.cost.write_bytes;
-    projected += r.cost.projected_cycles;
-  }
-  const bool what_if = ra.project_rows > 0;
-  const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
-  auto projected_util = [&](const OpRow& r) {
-    return r.cost.projected_cycles ? double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle) : 0.0;
-  };
-
-  // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
-  std::map<int, double> compute;
-  for (const OpRecord& r : log)
-    if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
-  if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, model.cfg);
-  nlohmann::ordered_json rank_rows = nlohmann::ordered_json::array();
-  for (const RankSummary& r : ranks)
-    rank_rows.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", compute[r.rank]},
-                         {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
-                         {"gpu_bytes_sent", r.traffic.gpu_bytes_sent},
-                         {"bytes_received", r.traffic.bytes_received}, {"messages", r.traffic.messages},
-                         {"predicted_bytes_sent", r.predicted_sent}});
-
-  if (ra.json) {
-    nlohmann::ordered_json ops = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
-    for (const auto& r : rows) {
-      nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
-                                  {"seconds", r.seconds}, {"time", devs.time_kind(r.device)},
-                                  {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
-                                  {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
-      if (utilization(r) >= 0) o["utilization"] = utilization(r);
-      if (what_if && r.cost.projected_cycles)
-        o["projected"] = {{"cycles", r.cost.projected_cycles},
-                          {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
-                          {"utilization", projected_util(r)}};
-      ops.push_back(o);
-    }
-    for (const auto& [spec, b] : devs.by_spec) devices.push_back(spec);
-    nlohmann::ordered_json j = {
-        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", devices},
-        {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
-        {"ops", ops},
-        {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
-                      {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
-        {"bubble", {{"measured", bubble}, {"theoretical", theoretical}}},
-        {"totals", {{"seconds", makespan}, {"macs", macs}, {"cycles", cycles}, {"bytes", bytes},
-                    {"wall_seconds", wall}}}};
-    if (what_if)
-      j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
-                         {"cycles", projected}, {"seconds", double(projected) / (ra.project_clock_mhz * 1e6)},
-                         {"accelerator_seconds", double(cycles) / (ra.clock_mhz * 1e6)}};
-    if (comm) j["mpi"] = {{"library", comm->library()}, {"processes", comm->size()}, {"ranks", rank_rows}};
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-  if (ra.csv) {
-    std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
-    for (const auto& r : rows)
-      std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
-                               devs.time_kind(r.device), r.cost.cycles,
-                               r.cost.macs, utilization(r) >= 0 ? fmt::format("{:.4f}", utilization(r)) : "",
-                               r.cost.read_bytes + r.cost.write_bytes,
-                               r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
-                               r.cost.projected_cycles
-                                   ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
-                                   : "");
-    return 0;
-  }
-  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
-                           "accelerator clock {} MHz\n\n",
-                           ra.model, model.cfg.layers, model.cfg.width, ra.plan.str(), ra.batch, ra.seq,
-                           ra.microbatches, ra.clock_mhz);
-  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
-                           "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
-  for (const auto& r : rows)
-    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
-                             r.seconds * 1e3, devs.time_kind(r.device),
-                             r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
-                             utilization(r) >= 0 ? fmt::format("{:.3f}", utilization(r)) : "-",
-                             r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
-  std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
-                           "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
-                           makespan * 1e3, macs, cycles, bytes, wall);
-  for (const auto& [spec, gpu] : devs.projected)
-    std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
-                             "computed on the host with its precision's numerics\n",
-                             spec, gpu);
-  if (what_if) {
-    std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
-                             "system)\n",
-                             ra.project_rows, ra.project_cols, ra.project_clock_mhz);
-    for (const auto& r : rows)
-      if (r.cost.projected_cycles)
-        std::cout << fmt::format("  {:<28} {:<16} {:>12} cycles {:>10.3f} ms  utilization {:.3f}\n", r.device, r.op,
-                                 r.cost.projected_cycles, r.cost.projected_cycles / (ra.project_clock_mhz * 1e3),
-                                 projected_util(r));
-    std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
-                             projected / (ra.project_clock_mhz * 1e3), cycles / (ra.clock_mhz * 1e3));
-  }
+  CpuBackend reference;
+  RunSummary sum = summarize(ra, devs, log, ranks, model.cfg);
+  sum.numerics = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
+  sum.wall_seconds = wall;
   if (comm) {
-    std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
-                             comm->size(), comm->library());
-    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
-                             "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
-    for (const auto& r : rank_rows) {
-      std::string names;
-      for (const auto& d : r["devices"]) names += (names.empty() ? "" : "+") + d.get<std::string>();
-      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14} {:>12}\n", r["rank"].get<int>(), names,
-                               r["compute_seconds"].get<double>() * 1e3, r["comm_seconds"].get<double>() * 1e3,
-                               r["bytes_sent"].get<uint64_t>(), r["predicted_bytes_sent"].get<uint64_t>(),
-                               r["gpu_bytes_sent"].get<uint64_t>());
-    }
+    sum.mpi_library = comm->library();
+    sum.processes = comm->size();
   }
-  std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
-                           bubble, theoretical);
-  std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
-                           "top-1 agreement {:.3f}\n",
-                           num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
+  if (ra.json)
+    print_json(sum, ra);
+  else if (ra.csv)
+    print_csv(sum, ra);
+  else
+    print_text(sum, ra, model.cfg);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "tessera/backends/cuda_backend.hpp"
 #include "tessera/driver/device.hpp"
 
 namespace po = boost::program_options;
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const tessera::driver::DeviceError& e) {
     std::cerr << fmt::format("tessera {}: device failed: {}\n", cmd, e.what());
+    return 1;
+  } catch (const tessera::GpuError& e) {
+    std::cerr << fmt::format("tessera {}: GPU failed: {}\n", cmd, e.what());
     return 1;
   } catch (const std::exception& e) {
     std::cerr << fmt::format("tessera {}: {}\n", cmd, e.what());

@@ -12,7 +12,7 @@
 namespace tessera {
 
 static void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw driver::DeviceError(fmt::format("NCCL {}: {}", what, ncclGetErrorString(r)));
+  if (r != ncclSuccess) throw GpuError(fmt::format("NCCL {}: {}", what, ncclGetErrorString(r)));
 }
 
 static_assert(NcclGroup::kIdBytes == sizeof(ncclUniqueId::internal));

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "tessera/io/safetensors.hpp"
+#include "tessera/model/float_formats.hpp"
 
 namespace tessera {
 

@@ -345,8 +345,9 @@ void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, ui
                            std::vector<OpRecord>& log, const std::function<void()>& fn) {
   const auto start = Clock::now();
   fn();
-  OpRecord rec{static_cast<int>(stage), -1, microbatch, "comm", {}, op,
-               std::chrono::duration<double>(start - epoch_).count(), since(start), {}, {}, comm_->rank()};
+  OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = microbatch, .device = "comm", .lane = {},
+               .op = op, .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
+               .cost = {}, .phases = {}, .rank = comm_->rank()};
   (op == std::string("recv") ? rec.cost.read_bytes : rec.cost.write_bytes) = bytes;
   log.push_back(std::move(rec));
 }
@@ -359,8 +360,9 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   std::vector<float> h(uint64_t{rows} * E);
   const int rank = comm_ ? comm_->rank() : 0;
   auto host_record = [&](int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) {
-    return OpRecord{static_cast<int>(s), layer, mb, "host", std::move(lane), op,
-                    std::chrono::duration<double>(start - epoch_).count(), seconds, {}, {}, rank};
+    return OpRecord{.stage = static_cast<int>(s), .layer = layer, .microbatch = mb, .device = "host",
+                    .lane = std::move(lane), .op = op, .start = std::chrono::duration<double>(start - epoch_).count(),
+                    .seconds = seconds, .cost = {}, .phases = {}, .rank = rank};
   };
   auto host = [&](int layer, const char* op, Clock::time_point t0) { log.push_back(host_record(layer, op, t0, since(t0))); };
   auto t0 = Clock::now();
@@ -387,8 +389,9 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
     const MatmulStats before = b.stats();
     const auto start = Clock::now();
     fn(b);
-    OpRecord rec{static_cast<int>(s), layer, mb, b.name(), {}, op,
-                 std::chrono::duration<double>(start - epoch_).count(), since(start), b.stats() - before, {}, rank};
+    OpRecord rec{.stage = static_cast<int>(s), .layer = layer, .microbatch = mb, .device = b.name(), .lane = {},
+                 .op = op, .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
+                 .cost = b.stats() - before, .phases = {}, .rank = rank};
     for (const Phase& ph : b.take_phases())
       rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
     return shard_log[i].emplace_back(std::move(rec));

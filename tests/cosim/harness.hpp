@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/driver/device.hpp"
+#include "tessera/model/golden.hpp"
 
 namespace tessera::test {
 

@@ -8,6 +8,7 @@
 #include "tessera/model/faults.hpp"
 #include "tessera/driver/gemm_job.hpp"
 #include "tessera/driver/health.hpp"
+#include "tessera/model/golden.hpp"
 
 using namespace tessera;
 using driver::Device;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/io/safetensors.hpp"
+#include "tessera/model/float_formats.hpp"
 
 using namespace tessera;
 using Catch::Matchers::Contains;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tessera/model/descriptor.hpp"
-#include "tessera/model/golden.hpp"
+#include "tessera/model/engine_config.hpp"
 
 namespace tessera::driver {
 
@@ -35,6 +35,11 @@ class OutOfMemory : public UsageError {
 // The device failed: an engine error, a timeout, a simulator that died (exit 1).
 class DeviceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// The watchdog fired: the engine made no progress (no completion, no bus traffic) for too long.
+class WatchdogTimeout : public DeviceError {
+  using DeviceError::DeviceError;
 };
 
 // The engine halted with an error code (ERR_CODE, ERR_ADDR, ERR_DESC).

@@ -76,11 +76,4 @@ struct NamedTensor {
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// IEEE half and bfloat16 to and from float. float to half/bf16 rounds to nearest even, overflows
-// to infinity, handles subnormals and keeps NaN a NaN.
-float half_to_float(uint16_t h);
-uint16_t float_to_half(float f);
-float bf16_to_float(uint16_t b);
-uint16_t float_to_bf16(float f);
-
 }  // namespace tessera

@@ -6,21 +6,12 @@
 #include <string>
 
 #include "tessera/model/descriptor.hpp"
+#include "tessera/model/engine_config.hpp"
 #include "tessera/model/faults.hpp"
 #include "tessera/model/memory.hpp"
 #include "tessera/model/spec.hpp"
 
 namespace tessera {
-
-// The engine's synthesis parameters, as the CFG_* registers report them.
-struct EngineConfig {
-  uint32_t rows = 16, cols = 16, k_max = 4096;
-  uint32_t axi_bytes = 32, max_reads = 16;
-  uint32_t addr_bits = spec::kAddrBits;
-
-  static EngineConfig from_preset(const spec::Preset& p);
-  static const spec::Preset& preset(std::string_view name);  // throws std::invalid_argument
-};
 
 struct Fault {
   spec::ErrorCode code = spec::ErrorCode::kNone;

@@ -1,0 +1,21 @@
+// The engine's synthesis parameters, as its CFG_* registers report them: what the driver, the
+// models and the runtime need to know of an engine without its numerics.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/model/spec.hpp"
+
+namespace tessera {
+
+struct EngineConfig {
+  uint32_t rows = 16, cols = 16, k_max = 4096;
+  uint32_t axi_bytes = 32, max_reads = 16;
+  uint32_t addr_bits = spec::kAddrBits;
+
+  static EngineConfig from_preset(const spec::Preset& p);
+  static const spec::Preset& preset(std::string_view name);  // throws std::invalid_argument
+};
+
+}  // namespace tessera
