@@ -7,8 +7,8 @@
 
 #include "commands.hpp"
 #include "tessera/driver/gemm_job.hpp"
-#include "tessera/io/npy.hpp"
 #include "tessera/driver/trace.hpp"
+#include "tessera/io/npy.hpp"
 
 namespace po = boost::program_options;
 

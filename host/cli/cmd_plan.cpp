@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "run_args.hpp"
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/plan.hpp"
-#include "run_args.hpp"
 
 namespace po = boost::program_options;
 

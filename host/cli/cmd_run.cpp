@@ -18,11 +18,11 @@
 #include "run_args.hpp"
 #include "tessera/backends/accel_backend.hpp"
 #include "tessera/backends/cuda_backend.hpp"
-#include "tessera/parallel/comm.hpp"
 #include "tessera/backends/gpu_projection.hpp"
-#include "tessera/driver/trace.hpp"
 #include "tessera/driver/health.hpp"
+#include "tessera/driver/trace.hpp"
 #include "tessera/io/npy.hpp"
+#include "tessera/parallel/comm.hpp"
 #include "tessera/runtime/transformer.hpp"
 
 namespace po = boost::program_options;

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/driver/device.hpp"
 #include "tessera/backends/gpu_projection.hpp"
+#include "tessera/driver/device.hpp"
 #include "tessera/model/parse.hpp"
 
 namespace tessera {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "tessera/runtime/plan.hpp"
 #include "tessera/io/safetensors.hpp"
+#include "tessera/runtime/plan.hpp"
 
 using namespace tessera;
 namespace fs = std::filesystem;

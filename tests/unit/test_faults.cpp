@@ -5,9 +5,9 @@
 
 #include "seed.hpp"
 #include "tessera/driver/device.hpp"
-#include "tessera/model/faults.hpp"
 #include "tessera/driver/gemm_job.hpp"
 #include "tessera/driver/health.hpp"
+#include "tessera/model/faults.hpp"
 #include "tessera/model/golden.hpp"
 
 using namespace tessera;

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/io/gpt2.hpp"
 #include "tessera/backends/accel_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
+#include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/quantize.hpp"
 #include "tessera/runtime/transformer.hpp"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/io/gpt2.hpp"
 #include "tessera/backends/gpu_projection.hpp"
+#include "tessera/io/gpt2.hpp"
 
 namespace tessera {
 

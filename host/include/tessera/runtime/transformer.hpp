@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/parallel/comm.hpp"
 #include "tessera/io/gpt2.hpp"
+#include "tessera/parallel/comm.hpp"
 
 namespace tessera {
 
