@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <future>
 #include <mutex>
-#include <thread>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -164,16 +164,57 @@ Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
   return out;
 }
 
-// Runs fn(i) for every shard, each on a thread of its own when there are several.
-template <class Fn>
-void each_shard(size_t n, Fn&& fn) {
-  if (n == 1) return fn(size_t{0});
-  std::vector<std::future<void>> jobs;
-  for (size_t i = 0; i < n; ++i) jobs.push_back(std::async(std::launch::async, fn, i));
-  for (auto& j : jobs) j.get();  // rethrows a shard's error
-}
-
 }  // namespace
+
+// A thread that runs one shard's operations for as long as the pipeline lives, so a device's work
+// stays on one thread instead of a new thread per operation.
+class ShardWorker {
+ public:
+  ShardWorker() : thread_([this](std::stop_token stop) { loop(stop); }) {}
+  ~ShardWorker() {
+    thread_.request_stop();
+    cv_.notify_all();
+  }
+
+  void post(std::function<void()> job) {
+    std::lock_guard lock(mu_);
+    job_ = std::move(job);
+    done_ = false;
+    cv_.notify_all();
+  }
+  // Waits for the posted job; rethrows its error.
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (auto e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
+  }
+
+ private:
+  void loop(std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    while (cv_.wait(lock, stop, [&] { return job_ != nullptr; })) {
+      auto job = std::exchange(job_, nullptr);
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        job();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = error;
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::function<void()> job_;
+  bool done_ = true;
+  std::exception_ptr error_;
+  std::jthread thread_;  // last: it starts with everything above in place, and stops first
+};
 
 Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm)
     : model_(model), stages_(std::move(stages)), comm_(comm) {
@@ -235,6 +276,13 @@ Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm
     for (uint32_t r = 0; r < sh.vocab; ++r)
       for (uint32_t e = 0; e < E; ++e) v.w[uint64_t{e} * sh.vocab + r] = model.wte[uint64_t{sh.vocab_begin + r} * E + e];
     vocab_.push_back(std::move(v));
+  }
+  // A worker per shard where a stage runs several shards in this process.
+  workers_.resize(stages_.size());
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const auto n = std::count_if(stages_[s].shards.begin(), stages_[s].shards.end(), [&](const Shard& sh) { return local(sh); });
+    if (n > 1)
+      for (long i = 0; i < n; ++i) workers_[s].push_back(std::make_unique<ShardWorker>());
   }
 }
 
@@ -382,7 +430,18 @@ void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
   std::vector<size_t> mine;  // the shards this process runs
   for (size_t i = 0; i < n; ++i)
     if (local(st.shards[i])) mine.push_back(i);
-  auto each_local = [&](auto&& fn) { each_shard(mine.size(), [&](size_t k) { fn(mine[k]); }); };
+  // Runs fn(i) for every local shard i, each on its worker when there are several.
+  auto each_local = [&](auto&& fn) {
+    if (mine.size() == 1) return fn(mine[0]);
+    for (size_t k = 0; k < mine.size(); ++k) workers_[s][k]->post([&fn, i = mine[k]] { fn(i); });
+    std::exception_ptr error;
+    for (size_t k = 0; k < mine.size(); ++k) try {
+        workers_[s][k]->wait();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    if (error) std::rethrow_exception(error);
+  };
   // Runs one of a shard's operations on its device and logs what it cost.
   auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) -> OpRecord& {
     MatmulBackend& b = *st.shards[i].backend;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -137,6 +138,8 @@ struct OpRecord {
 // have them, and the logits come to rank 0. Ranks that each run a single shard on a GPU move their
 // activations GPU to GPU (Comm::group with a gpu): a stage's all-reduce when every rank of the stage
 // is one, and a transfer between stages when both ends are.
+class ShardWorker;
+
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
@@ -181,6 +184,8 @@ class Pipeline {
   std::map<std::pair<size_t, int>, int> links_;            // (stage, rank of the next): a GPU-to-GPU group
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
+  // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
+  std::vector<std::vector<std::unique_ptr<ShardWorker>>> workers_;
 };
 
 // Logits [batch * seq, vocab] with every matrix product on one backend.
