@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "tessera/driver/gemm_job.hpp"
-#include "tessera/model/golden.hpp"
+#include "tessera/model/faults.hpp"
 
 namespace tessera::driver {
 

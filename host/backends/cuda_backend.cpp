@@ -23,7 +23,6 @@
 
 #include "cuda_error.hpp"
 #include "cuda_kernels.hpp"
-#include "tessera/driver/device.hpp"
 
 namespace tessera {
 
@@ -525,9 +524,6 @@ class CudaBackend final : public MatmulBackend {
   std::vector<Phase> phases_;
 };
 
-}  // namespace
-
-namespace {
 
 // How many GPUs the CUDA runtime shows this process, or -1 with `why_not` set. With no GPU driver
 // the count is an error ("CUDA driver version is insufficient"), not zero devices.

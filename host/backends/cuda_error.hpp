@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/backends/cuda_backend.hpp"
+#include "tessera/backends/gpu_error.hpp"
 
 namespace tessera {
 

@@ -189,8 +189,7 @@ struct RunSummary {
   double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
   uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;
   Numerics numerics;
-  std::string mpi_library;  // multi-process runs: the library, the processes and their ranks
-  int processes = 0;
+  std::string mpi_library;  // multi-process runs: the library and a row per rank (process)
   std::vector<RankSummary> ranks;
 };
 
@@ -291,7 +290,7 @@ namespace {
 
 // The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
 RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
-                     std::vector<RankSummary>& ranks, const Gpt2Config& cfg) {
+                     std::vector<RankSummary> ranks, const Gpt2Config& cfg) {
   RunSummary sum;
   // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
   auto device_seconds = [&](const OpRecord& r) {
@@ -370,7 +369,7 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
     if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
   if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, cfg);
   for (RankSummary& r : ranks) r.compute_seconds = compute[r.rank];
-  sum.ranks = ranks;
+  sum.ranks = std::move(ranks);
   return sum;
 }
 
@@ -404,14 +403,14 @@ void print_json(const RunSummary& sum, const RunArgs& ra) {
                        {"cycles", sum.projected_cycles},
                        {"seconds", double(sum.projected_cycles) / (ra.project_clock_mhz * 1e6)},
                        {"accelerator_seconds", double(sum.cycles) / (ra.clock_mhz * 1e6)}};
-  if (sum.processes) {
+  if (!sum.ranks.empty()) {
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (const RankSummary& r : sum.ranks)
       ranks.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", r.compute_seconds},
                        {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
                        {"gpu_bytes_sent", r.traffic.gpu_bytes_sent}, {"bytes_received", r.traffic.bytes_received},
                        {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
-    j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.processes}, {"ranks", ranks}};
+    j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.ranks.size()}, {"ranks", ranks}};
   }
   std::cout << j.dump(2) << "\n";
 }
@@ -461,9 +460,9 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
     std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
                              sum.projected_cycles / (ra.project_clock_mhz * 1e3), sum.cycles / (ra.clock_mhz * 1e3));
   }
-  if (sum.processes) {
+  if (!sum.ranks.empty()) {
     std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
-                             sum.processes, sum.mpi_library);
+                             sum.ranks.size(), sum.mpi_library);
     std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
                              "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
     for (const RankSummary& r : sum.ranks) {
@@ -544,13 +543,10 @@ int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
   }
   CpuBackend reference;
-  RunSummary sum = summarize(ra, devs, log, ranks, model.cfg);
+  RunSummary sum = summarize(ra, devs, log, std::move(ranks), model.cfg);
   sum.numerics = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
   sum.wall_seconds = wall;
-  if (comm) {
-    sum.mpi_library = comm->library();
-    sum.processes = comm->size();
-  }
+  if (comm) sum.mpi_library = comm->library();
   if (ra.json)
     print_json(sum, ra);
   else if (ra.csv)

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "tessera/backends/cuda_backend.hpp"
+#include "tessera/backends/gpu_error.hpp"
 #include "tessera/driver/device.hpp"
 
 namespace po = boost::program_options;

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -316,7 +314,5 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   out.close();
   if (!out) throw std::runtime_error(fmt::format("error writing {}", path.string()));
 }
-
-// Half: 1 sign, 5 exponent (bias 15), 10 mantissa bits. bfloat16: the top half of a float.
 
 }  // namespace tessera

@@ -170,11 +170,8 @@ Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
 // stays on one thread instead of a new thread per operation.
 class ShardWorker {
  public:
+  // The jthread, destroyed first, asks the loop to stop (which wakes its wait) and joins it.
   ShardWorker() : thread_([this](std::stop_token stop) { loop(stop); }) {}
-  ~ShardWorker() {
-    thread_.request_stop();
-    cv_.notify_all();
-  }
 
   void post(std::function<void()> job) {
     std::lock_guard lock(mu_);

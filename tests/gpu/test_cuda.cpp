@@ -63,6 +63,8 @@ bool all_finite(const std::vector<float>& v) {
 // cosine of at least 0.995. Prints both figures.
 void against_cpu(GpuPrecision p, const std::vector<float>& got, const std::vector<float>& want,
                  const std::string& what) {
+  if (got.size() != want.size() || want.empty())
+    return expect(false, fmt::format("{}: {} values, expected {}", what, got.size(), want.size()));
   const Numerics n = distance(got, want);
   const double r = n.rel_l2, c = n.cosine;
   const bool ok = all_finite(got) && (p == GpuPrecision::kFp32 ? r <= 1e-4 : c >= 0.995);

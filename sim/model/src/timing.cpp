@@ -39,11 +39,7 @@ namespace {
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 // The RTL's microarchitecture, from the spec (rtl/spec/tessera.toml [microarch]).
-constexpr uint32_t kMaxWrites = spec::kMaxWrites;            // write bursts awaiting a response
-constexpr uint32_t kInfoDepth = spec::kInfoDepth;            // tiles started, not yet read out
-constexpr uint32_t kEpilogueLatency = spec::kEpilogueLatency;
-constexpr uint32_t kPageBytes = spec::kPageBytes;            // AXI bursts never cross this
-constexpr uint32_t kMaxBurstBeats = spec::kMaxBurstBeats;
+using spec::kEpilogueLatency, spec::kInfoDepth, spec::kMaxBurstBeats, spec::kMaxWrites, spec::kPageBytes;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 

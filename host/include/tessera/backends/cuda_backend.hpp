@@ -7,21 +7,15 @@
 #pragma once
 
 #include <memory>
-#include <stdexcept>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tessera/backends/gpu_error.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/runtime/transformer.hpp"
 
 namespace tessera {
-
-// A GPU or its libraries (CUDA, cuBLAS, cuBLASLt, NCCL) failed: a failed run (exit 1), like a
-// device failure.
-class GpuError : public std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // The backend for GPU `index`, named `name` in reports, or nullptr with `why_not` set when this
 // build has no CUDA support or the GPU cannot be used (no driver, no such device): callers fall

@@ -127,6 +127,8 @@ struct OpRecord {
   int rank = 0;               // the process it ran in; device "comm" records its communication
 };
 
+class ShardWorker;  // a stage's thread per shard (transformer.cpp)
+
 // Runs the model over stages of sharded devices. Weights are sliced once, when built. Microbatches
 // flow through the stages GPipe-style, a worker thread per stage; each device's shards run on a
 // thread of their own, and the partial sums of the row-parallel projections are added in shard
@@ -138,8 +140,6 @@ struct OpRecord {
 // have them, and the logits come to rank 0. Ranks that each run a single shard on a GPU move their
 // activations GPU to GPU (Comm::group with a gpu): a stage's all-reduce when every rank of the stage
 // is one, and a transfer between stages when both ends are.
-class ShardWorker;
-
 class Pipeline {
  public:
   Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm = nullptr);
