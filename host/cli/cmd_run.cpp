@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "run_args.hpp"
 #include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/cuda_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/driver/health.hpp"

@@ -1,7 +1,5 @@
 #include "tessera/runtime/transformer.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,82 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "shard_worker.hpp"
+#include "tessera/backends/host_ops.hpp"
+
 namespace tessera {
-
-void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
-  matmul(x, w.w.data(), y, m, w.out, w.in, false);
-  for (uint32_t r = 0; r < m; ++r)
-    for (uint32_t c = 0; c < w.out; ++c) y[uint64_t{r} * w.out + c] += w.b[c];
-}
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The attention core with the products on `b` and the scaling and softmax on the host, whose time
-// is added to *host_seconds.
-void attention_on_host(MatmulBackend& b, const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H,
-                       uint32_t D, double* host_seconds) {
-  const uint32_t W = 3 * H * D;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> scores(uint64_t{T} * T), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
-  for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
-    for (uint32_t head = 0; head < H; ++head) {
-      for (uint32_t t = 0; t < T; ++t) {
-        const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
-        std::copy(row, row + D, &q[uint64_t{t} * D]);
-        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
-        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
-      }
-      b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
-      const auto t0 = Clock::now();
-      for (auto& sc : scores) sc *= scale;
-      softmax_causal(scores.data(), T, T, 0);
-      *host_seconds += since(t0);
-      b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
-      for (uint32_t t = 0; t < T; ++t)
-        std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
-    }
-}
-
-}  // namespace
-
-void MatmulBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
-                              uint32_t head_dim) {
-  double host_seconds = 0;
-  attention_on_host(*this, qkv, out, batch, seq, heads, head_dim, &host_seconds);
-}
-
-void MatmulBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {
-  linear(x, m, w, y);
-  gelu_tanh(y, uint64_t{m} * w.out);
-}
-
-void MatmulBackend::layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,
-                               float eps) {
-  tessera::layer_norm(x, y, rows, cols, w, eps);
-}
-
-void CpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
-                        bool b_transposed) {
-  ++stats_.gemms;
-  stats_.macs += uint64_t{m} * n * k;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(k), b,
-              static_cast<int>(b_transposed ? k : n), 0.0f, c, static_cast<int>(n));
-}
-
-void CpuBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
-  ++stats_.gemms;
-  stats_.macs += uint64_t{m} * w.out * w.in;
-  // The bias goes in first so that one sgemm with beta = 1 adds the product to it.
-  for (uint32_t r = 0; r < m; ++r) std::copy(w.b.begin(), w.b.end(), y + uint64_t{r} * w.out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(w.out),
-              static_cast<int>(w.in), 1.0f, x, static_cast<int>(w.in), w.w.data(), static_cast<int>(w.out), 1.0f,
-              y, static_cast<int>(w.out));
-}
 
 void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq) {
   if (batch == 0 || seq == 0) throw std::invalid_argument("batch and sequence length must be positive");
@@ -102,40 +28,6 @@ void check_tokens(const Gpt2Config& cfg, std::span<const int32_t> tokens, uint32
     if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= cfg.vocab)
       throw std::invalid_argument(
           fmt::format("token id {} (at {}) is outside the vocabulary [0, {})", tokens[i], i, cfg.vocab));
-}
-
-void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) {
-  for (uint32_t r = 0; r < rows; ++r) {
-    const float* in = x + uint64_t{r} * cols;
-    float* out = y + uint64_t{r} * cols;
-    double mean = 0, var = 0;
-    for (uint32_t c = 0; c < cols; ++c) mean += in[c];
-    mean /= cols;
-    for (uint32_t c = 0; c < cols; ++c) var += (in[c] - mean) * (in[c] - mean);
-    const float inv = static_cast<float>(1.0 / std::sqrt(var / cols + eps));
-    for (uint32_t c = 0; c < cols; ++c) out[c] = (in[c] - static_cast<float>(mean)) * inv * w.w[c] + w.b[c];
-  }
-}
-
-void gelu_tanh(float* x, size_t n) {
-  const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-  }
-}
-
-void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset) {
-  // Row r is the query at position offset + r; it sees keys 0 .. offset + r.
-  for (uint32_t r = 0; r < rows; ++r) {
-    float* s = scores + uint64_t{r} * cols;
-    const uint32_t visible = std::min(cols, offset + r + 1);
-    const float peak = *std::max_element(s, s + visible);
-    float sum = 0;
-    for (uint32_t c = 0; c < visible; ++c) sum += s[c] = std::exp(s[c] - peak);
-    for (uint32_t c = 0; c < visible; ++c) s[c] /= sum;
-    std::fill(s + visible, s + cols, 0.0f);
-  }
 }
 
 namespace {
@@ -164,54 +56,11 @@ Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
   return out;
 }
 
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 }  // namespace
-
-// A thread that runs one shard's operations for as long as the pipeline lives, so a device's work
-// stays on one thread instead of a new thread per operation.
-class ShardWorker {
- public:
-  // The jthread, destroyed first, asks the loop to stop (which wakes its wait) and joins it.
-  ShardWorker() : thread_([this](std::stop_token stop) { loop(stop); }) {}
-
-  void post(std::function<void()> job) {
-    std::lock_guard lock(mu_);
-    job_ = std::move(job);
-    done_ = false;
-    cv_.notify_all();
-  }
-  // Waits for the posted job; rethrows its error.
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (auto e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
-  }
-
- private:
-  void loop(std::stop_token stop) {
-    std::unique_lock lock(mu_);
-    while (cv_.wait(lock, stop, [&] { return job_ != nullptr; })) {
-      auto job = std::exchange(job_, nullptr);
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        job();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      error_ = error;
-      done_ = true;
-      cv_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  std::function<void()> job_;
-  bool done_ = true;
-  std::exception_ptr error_;
-  std::jthread thread_;  // last: it starts with everything above in place, and stops first
-};
 
 Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm)
     : model_(model), stages_(std::move(stages)), comm_(comm) {
@@ -397,145 +246,186 @@ void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, ui
   log.push_back(std::move(rec));
 }
 
-void Pipeline::run_stage(size_t s, Microbatch& m, std::vector<OpRecord>& log) {
-  const Gpt2Config& cfg = model_.cfg;
-  const uint32_t E = cfg.width, D = cfg.head_dim(), T = m.seq, V = cfg.vocab, batch = m.batch, mb = m.index;
-  const uint32_t rows = batch * T;
-  std::vector<float>& x = m.x;
-  std::vector<float> h(uint64_t{rows} * E);
-  const int rank = comm_ ? comm_->rank() : 0;
-  auto host_record = [&](int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) {
-    return OpRecord{.stage = static_cast<int>(s), .layer = layer, .microbatch = mb, .device = "host",
-                    .lane = std::move(lane), .op = op, .start = std::chrono::duration<double>(start - epoch_).count(),
-                    .seconds = seconds, .cost = {}, .phases = {}, .rank = rank};
-  };
-  auto host = [&](int layer, const char* op, Clock::time_point t0) { log.push_back(host_record(layer, op, t0, since(t0))); };
-  auto t0 = Clock::now();
-  if (s == 0) {
-    x.resize(uint64_t{rows} * E);
-    for (uint64_t r = 0; r < rows; ++r)
-      for (uint32_t c = 0; c < E; ++c)
-        x[r * E + c] = model_.wte[uint64_t(m.tokens[r]) * E + c] + model_.wpe[(r % T) * E + c];
-    host(-1, "embedding", t0);
+// One microbatch through one stage: the stage's operations as methods over what they share (the
+// residual stream, its normalized copy, the shards' partial sums), each logged as it runs.
+class Pipeline::StageRun {
+ public:
+  StageRun(Pipeline& p, size_t stage, Microbatch& m, std::vector<OpRecord>& log)
+      : p_(p), cfg_(p.model_.cfg), st_(p.stages_[stage]), s_(stage), m_(m), log_(log), rows_(m.batch * m.seq),
+        rank_(p.comm_ ? p.comm_->rank() : 0), h_(uint64_t{rows_} * cfg_.width), part_(st_.shards.size()),
+        shard_log_(st_.shards.size()) {
+    for (size_t i = 0; i < st_.shards.size(); ++i)
+      if (p.local(st_.shards[i])) mine_.push_back(i);
   }
-  float* logits = m.logits;
 
-  const StageShards& st = stages_[s];
-  const size_t n = st.shards.size();
-  std::vector<std::vector<float>> part(n);
-  std::vector<std::vector<OpRecord>> shard_log(n);
-  std::vector<size_t> mine;  // the shards this process runs
-  for (size_t i = 0; i < n; ++i)
-    if (local(st.shards[i])) mine.push_back(i);
+  void run() {
+    if (s_ == 0) embed();
+    for (uint32_t l = st_.first; l <= st_.last; ++l) {
+      if (p_.on_layer) p_.on_layer(s_, l, m_.index);
+      const Gpt2Block& blk = p_.model_.blocks[l];
+      const auto& slices = p_.slices_[s_][l - st_.first];
+      const int layer = static_cast<int>(l);
+      norm(layer, blk.ln_1);
+      each_local([&](size_t i) { attention(layer, i, slices[i]); });
+      reduce(layer, blk.attn_proj);
+      norm(layer, blk.ln_2);
+      each_local([&](size_t i) { mlp(layer, i, slices[i]); });
+      reduce(layer, blk.mlp_proj);
+    }
+    if (s_ + 1 == p_.stages_.size()) {
+      norm(-1, p_.model_.ln_f);
+      each_local([&](size_t i) { logits(i); });
+    }
+    for (auto& l : shard_log_) log_.insert(log_.end(), l.begin(), l.end());
+  }
+
+ private:
+  void embed() {
+    const auto start = Clock::now();
+    const uint32_t E = cfg_.width, T = m_.seq;
+    m_.x.resize(uint64_t{rows_} * E);
+    for (uint64_t r = 0; r < rows_; ++r)
+      for (uint32_t c = 0; c < E; ++c)
+        m_.x[r * E + c] = p_.model_.wte[uint64_t(m_.tokens[r]) * E + c] + p_.model_.wpe[(r % T) * E + c];
+    host(-1, "embedding", start);
+  }
+
+  // LayerNorm of the whole residual stream into h_: on the device when one device holds the stage
+  // and runs such ops, otherwise on the host (every shard needs all of it).
+  void norm(int layer, const LayerNormWeights& w) {
+    if (st_.shards.size() == 1 && st_.shards[0].backend->runs_other_ops()) {
+      device_op(0, layer, "layernorm",
+                [&](MatmulBackend& b) { b.layer_norm(m_.x.data(), h_.data(), rows_, cfg_.width, w, cfg_.eps); });
+      return;
+    }
+    const auto start = Clock::now();
+    tessera::layer_norm(m_.x.data(), h_.data(), rows_, cfg_.width, w, cfg_.eps);
+    host(layer, "layernorm", start);
+  }
+
+  // Shard i's heads: q, k and v, the attention core, and its partial sum of the projection.
+  void attention(int layer, size_t i, const Slices& w) {
+    const uint32_t H = st_.shards[i].heads, D = cfg_.head_dim();
+    std::vector<float> qkv(uint64_t{rows_} * 3 * H * D), att(uint64_t{rows_} * H * D);
+    device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, *w.qkv, qkv.data()); });
+    if (st_.shards[i].backend->runs_other_ops()) {
+      device_op(i, layer, "attention",
+                [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), m_.batch, m_.seq, H, D); });
+    } else {
+      // The products on the device, the softmax on the host, reported apart.
+      double softmax_seconds = 0;
+      OpRecord& rec = device_op(i, layer, "attention", [&](MatmulBackend& b) {
+        attention_with_host_softmax(b, qkv.data(), att.data(), m_.batch, m_.seq, H, D, &softmax_seconds);
+      });
+      rec.seconds -= softmax_seconds;
+      const auto start = p_.epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
+      shard_log_[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
+    }
+    part_[i].assign(m_.x.size(), 0.0f);
+    device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows_, *w.attn_proj, part_[i].data()); });
+  }
+
+  // Shard i's columns of the MLP: up, GELU, and its partial sum of the projection down.
+  void mlp(int layer, size_t i, const Slices& w) {
+    std::vector<float> up(uint64_t{rows_} * w.mlp_up->out);
+    if (st_.shards[i].backend->runs_other_ops()) {
+      device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h_.data(), rows_, *w.mlp_up, up.data()); });
+    } else {
+      device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, *w.mlp_up, up.data()); });
+      const auto start = Clock::now();
+      gelu_tanh(up.data(), up.size());
+      shard_log_[i].push_back(host_record(layer, "gelu", start, since(start), st_.shards[i].backend->name()));
+    }
+    part_[i].assign(m_.x.size(), 0.0f);
+    device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows_, *w.mlp_down, part_[i].data()); });
+  }
+
+  // Shard i's vocabulary columns of the logits.
+  void logits(size_t i) {
+    const Shard& sh = st_.shards[i];
+    std::vector<float> out(uint64_t{rows_} * sh.vocab);
+    device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, p_.vocab_[i], out.data()); });
+    for (uint32_t r = 0; r < rows_; ++r)
+      std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &m_.logits[uint64_t{r} * cfg_.vocab + sh.vocab_begin]);
+  }
+
+  // x += (sum of the partial sums, in shard order) + bias. Across processes each sums its own
+  // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
+  // float for float as in one process (addition commutes); with more, MPI (or NCCL) picks the order.
+  void reduce(int layer, const Linear& full) {
+    auto start = Clock::now();
+    std::vector<float> sum = std::move(part_[mine_.front()]);
+    for (size_t k = 1; k < mine_.size(); ++k)
+      for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part_[mine_[k]][j];
+    host(layer, "reduce_partials", start);
+    if (p_.groups_[s_] >= 0)
+      p_.communicate(s_, m_.index, "allreduce", sum.size() * 4, log_,
+                     [&] { p_.comm_->allreduce_sum(sum, p_.groups_[s_]); });
+    start = Clock::now();
+    std::vector<float>& x = m_.x;
+    for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
+    if (!p_.whole_[s_])
+      for (uint32_t r = 0; r < rows_; ++r)
+        for (uint32_t c = 0; c < cfg_.width; ++c) x[uint64_t{r} * cfg_.width + c] += full.b[c];
+    host(layer, "residual", start);
+  }
+
   // Runs fn(i) for every local shard i, each on its worker when there are several.
-  auto each_local = [&](auto&& fn) {
-    if (mine.size() == 1) return fn(mine[0]);
-    for (size_t k = 0; k < mine.size(); ++k) workers_[s][k]->post([&fn, i = mine[k]] { fn(i); });
+  template <class Fn>
+  void each_local(Fn&& fn) {
+    if (mine_.size() == 1) return fn(mine_[0]);
+    auto& workers = p_.workers_[s_];
+    for (size_t k = 0; k < mine_.size(); ++k) workers[k]->post([&fn, i = mine_[k]] { fn(i); });
     std::exception_ptr error;
-    for (size_t k = 0; k < mine.size(); ++k) try {
-        workers_[s][k]->wait();
+    for (size_t k = 0; k < mine_.size(); ++k) try {
+        workers[k]->wait();
       } catch (...) {
         if (!error) error = std::current_exception();
       }
     if (error) std::rethrow_exception(error);
-  };
-  // Runs one of a shard's operations on its device and logs what it cost.
-  auto device_op = [&](size_t i, int layer, const char* op, auto&& fn) -> OpRecord& {
-    MatmulBackend& b = *st.shards[i].backend;
+  }
+
+  // Runs one of shard i's operations on its device and logs what it cost.
+  template <class Fn>
+  OpRecord& device_op(size_t i, int layer, const char* op, Fn&& fn) {
+    MatmulBackend& b = *st_.shards[i].backend;
     const MatmulStats before = b.stats();
     const auto start = Clock::now();
     fn(b);
-    OpRecord rec{.stage = static_cast<int>(s), .layer = layer, .microbatch = mb, .device = b.name(), .lane = {},
-                 .op = op, .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
-                 .cost = b.stats() - before, .phases = {}, .rank = rank};
+    OpRecord rec{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = b.name(),
+                 .lane = {}, .op = op, .start = since_epoch(start), .seconds = since(start),
+                 .cost = b.stats() - before, .phases = {}, .rank = rank_};
     for (const Phase& ph : b.take_phases())
-      rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
-    return shard_log[i].emplace_back(std::move(rec));
-  };
-  // LayerNorm of the whole residual stream: on the device when one device holds the stage and runs
-  // such ops, otherwise on the host (every shard needs all of it).
-  auto norm = [&](int layer, const LayerNormWeights& w) {
-    if (n == 1 && st.shards[0].backend->runs_other_ops()) {
-      device_op(0, layer, "layernorm", [&](MatmulBackend& b) { b.layer_norm(x.data(), h.data(), rows, E, w, cfg.eps); });
-      return;
-    }
-    t0 = Clock::now();
-    tessera::layer_norm(x.data(), h.data(), rows, E, w, cfg.eps);
-    host(layer, "layernorm", t0);
-  };
-  // x += (sum of the partial sums, in shard order) + bias. Across processes each sums its own
-  // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
-  // float for float as in one process (addition commutes); with more, MPI (or NCCL) picks the order.
-  auto reduce = [&](int layer, const Linear& full) {
-    auto start = Clock::now();
-    std::vector<float> sum = std::move(part[mine.front()]);
-    for (size_t k = 1; k < mine.size(); ++k)
-      for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part[mine[k]][j];
-    host(layer, "reduce_partials", start);
-    if (groups_[s] >= 0)
-      communicate(s, mb, "allreduce", sum.size() * 4, log, [&] { comm_->allreduce_sum(sum, groups_[s]); });
-    start = Clock::now();
-    for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
-    if (!whole_[s])
-      for (uint32_t r = 0; r < rows; ++r)
-        for (uint32_t c = 0; c < E; ++c) x[uint64_t{r} * E + c] += full.b[c];
-    host(layer, "residual", start);
-  };
-  for (uint32_t l = st.first; l <= st.last; ++l) {
-    if (on_layer) on_layer(s, l, mb);
-    const Gpt2Block& blk = model_.blocks[l];
-    const auto& sl = slices_[s][l - st.first];
-    const int layer = static_cast<int>(l);
-    norm(layer, blk.ln_1);
-    each_local([&](size_t i) {
-      const uint32_t H = st.shards[i].heads;
-      std::vector<float> qkv(uint64_t{rows} * 3 * H * D), att(uint64_t{rows} * H * D);
-      device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].qkv, qkv.data()); });
-      if (st.shards[i].backend->runs_other_ops()) {
-        device_op(i, layer, "attention",
-                  [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), batch, T, H, D); });
-      } else {
-        // The products on the device, the softmax on the host, reported apart.
-        double softmax_seconds = 0;
-        OpRecord& rec = device_op(i, layer, "attention", [&](MatmulBackend& b) {
-          attention_on_host(b, qkv.data(), att.data(), batch, T, H, D, &softmax_seconds);
-        });
-        rec.seconds -= softmax_seconds;
-        const auto start = epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
-        shard_log[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
-      }
-      part[i].assign(x.size(), 0.0f);
-      device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows, *sl[i].attn_proj, part[i].data()); });
-    });
-    reduce(layer, blk.attn_proj);
-    norm(layer, blk.ln_2);
-    each_local([&](size_t i) {
-      std::vector<float> up(uint64_t{rows} * sl[i].mlp_up->out);
-      if (st.shards[i].backend->runs_other_ops()) {
-        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h.data(), rows, *sl[i].mlp_up, up.data()); });
-      } else {
-        device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h.data(), rows, *sl[i].mlp_up, up.data()); });
-        const auto start = Clock::now();
-        gelu_tanh(up.data(), up.size());
-        shard_log[i].push_back(host_record(layer, "gelu", start, since(start), st.shards[i].backend->name()));
-      }
-      part[i].assign(x.size(), 0.0f);
-      device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows, *sl[i].mlp_down, part[i].data()); });
-    });
-    reduce(layer, blk.mlp_proj);
+      rec.phases.push_back({ph.track, ph.name, since_epoch(ph.start), ph.seconds});
+    return shard_log_[i].emplace_back(std::move(rec));
   }
-  if (s + 1 == stages_.size()) {
-    norm(-1, model_.ln_f);
-    each_local([&](size_t i) {
-      const Shard& sh = st.shards[i];
-      std::vector<float> out(uint64_t{rows} * sh.vocab);
-      device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h.data(), rows, vocab_[i], out.data()); });
-      for (uint32_t r = 0; r < rows; ++r)
-        std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &logits[uint64_t{r} * V + sh.vocab_begin]);
-    });
+
+  OpRecord host_record(int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) const {
+    return OpRecord{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = "host",
+                    .lane = std::move(lane), .op = op, .start = since_epoch(start), .seconds = seconds, .cost = {},
+                    .phases = {}, .rank = rank_};
   }
-  for (auto& l : shard_log) log.insert(log.end(), l.begin(), l.end());
-}
+  // A host op of the whole stage, from `start` until now.
+  void host(int layer, const char* op, Clock::time_point start) {
+    log_.push_back(host_record(layer, op, start, since(start)));
+  }
+  double since_epoch(Clock::time_point t) const { return std::chrono::duration<double>(t - p_.epoch_).count(); }
+
+  Pipeline& p_;
+  const Gpt2Config& cfg_;
+  const StageShards& st_;
+  const size_t s_;
+  Microbatch& m_;
+  std::vector<OpRecord>& log_;  // the stage's records; shard_log_ is appended to it at the end
+  const uint32_t rows_;
+  const int rank_;
+  std::vector<float> h_;                          // the normalized residual stream
+  std::vector<size_t> mine_;                      // the shards this process runs
+  std::vector<std::vector<float>> part_;          // [shard]: its partial sum of a projection
+  std::vector<std::vector<OpRecord>> shard_log_;  // [shard]: its records, kept apart while threads run
+};
+
+void Pipeline::run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log) { StageRun(*this, stage, m, log).run(); }
 
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                            MatmulBackend& backend) {

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/cuda_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/runtime/transformer.hpp"

@@ -19,8 +19,10 @@
 
 #include "seed.hpp"
 #include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/cuda_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
+#include "tessera/backends/host_ops.hpp"
 #include "tessera/runtime/quantize.hpp"
 #include "tessera/runtime/transformer.hpp"
 

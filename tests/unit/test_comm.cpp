@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/parallel/comm.hpp"
 #include "tessera/runtime/transformer.hpp"
 

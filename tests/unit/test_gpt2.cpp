@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/quantize.hpp"

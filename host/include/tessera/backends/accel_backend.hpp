@@ -10,7 +10,7 @@
 
 #include "tessera/driver/device.hpp"
 #include "tessera/model/timing.hpp"
-#include "tessera/runtime/transformer.hpp"
+#include "tessera/backends/matmul_backend.hpp"
 
 namespace tessera {
 

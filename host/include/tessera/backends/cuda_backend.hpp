@@ -13,7 +13,7 @@
 
 #include "tessera/backends/gpu_error.hpp"
 #include "tessera/backends/gpu_projection.hpp"
-#include "tessera/runtime/transformer.hpp"
+#include "tessera/backends/matmul_backend.hpp"
 
 namespace tessera {
 

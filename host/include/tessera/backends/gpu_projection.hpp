@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/runtime/transformer.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 
 namespace tessera {
 

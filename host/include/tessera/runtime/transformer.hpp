@@ -4,8 +4,8 @@
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,81 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tessera/backends/matmul_backend.hpp"
 #include "tessera/io/gpt2.hpp"
 #include "tessera/parallel/comm.hpp"
 
 namespace tessera {
-
-// What a backend's matrix products cost so far (cycles and bytes from an accelerator's counters).
-struct MatmulStats {
-  uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
-  uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
-  double projected_seconds = 0;   // a GPU's roofline time where there is no GPU to measure
-  MatmulStats& operator+=(const MatmulStats& o) {
-    gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
-    projected_cycles += o.projected_cycles;
-    projected_seconds += o.projected_seconds;
-    return *this;
-  }
-  MatmulStats operator-(const MatmulStats& o) const {
-    return {gemms - o.gemms,           macs - o.macs,
-            cycles - o.cycles,         read_bytes - o.read_bytes,
-            write_bytes - o.write_bytes, projected_cycles - o.projected_cycles,
-            projected_seconds - o.projected_seconds};
-  }
-};
-
-// A stretch of one product's wall time on a track of its device: "dma" (operands going to the
-// device, results coming back) or "compute".
-struct Phase {
-  std::string track, name;
-  std::chrono::steady_clock::time_point start;
-  double seconds = 0;
-};
-
-// Where the forward pass runs its matrix products.
-class MatmulBackend {
- public:
-  virtual ~MatmulBackend() = default;
-  virtual std::string name() const = 0;
-  virtual MatmulStats stats() const = 0;
-  // The phases of the products since the last call, where the backend tells them apart.
-  virtual std::vector<Phase> take_phases() { return {}; }
-  // c[m, n] = a[m, k] * b, with b [k, n] row-major, or [n, k] when b_transposed.
-  virtual void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
-                      bool b_transposed) = 0;
-  // y[m, out] = x[m, in] W + b.
-  virtual void linear(const float* x, uint32_t m, const Linear& w, float* y);
-  // Forgets what the backend keeps for `w` (weights resident on a device, keyed by its address),
-  // before `w` goes away.
-  virtual void release(const Linear& w) { (void)w; }
-  // The same for LayerNorm weights (kept by backends that run layer_norm on a device).
-  virtual void release(const LayerNormWeights& w) { (void)w; }
-
-  // Whether the backend runs the rest of a layer's work on its device too: the attention core, the
-  // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
-  // does not, the host runs them and the report shows them as host ops.
-  virtual bool runs_other_ops() const { return false; }
-  // out[batch * seq, heads * head_dim]: per sequence and head, causal softmax(q k^T / sqrt(head_dim)) v,
-  // from qkv[batch * seq, 3 * heads * head_dim] (the q, k and v blocks side by side).
-  virtual void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim);
-  // y = gelu_tanh(x W + b).
-  virtual void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y);
-  virtual void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);
-};
-
-// fp32 on the host with OpenBLAS.
-class CpuBackend final : public MatmulBackend {
- public:
-  std::string name() const override { return "cpu"; }
-  MatmulStats stats() const override { return stats_; }
-  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
-              bool b_transposed) override;
-  void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
-
- private:
-  MatmulStats stats_;
-};
 
 // Token ids for `batch` sequences of `seq` tokens each, row-major; throws std::invalid_argument
 // (bad input) for an id outside the vocabulary, more tokens than positions, or a size mismatch.
@@ -163,6 +93,7 @@ class Pipeline {
     float* logits = nullptr;  // its rows of the output
     std::vector<float> x;     // the residual stream, handed from stage to stage
   };
+  class StageRun;  // one microbatch through one stage (transformer.cpp)
   void run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
   bool local(const Shard& sh) const { return !comm_ || sh.rank == comm_->rank(); }
   bool member(size_t stage) const;  // whether this process runs part of the stage
@@ -197,10 +128,5 @@ struct Numerics {
   double max_abs_err = 0, rel_l2 = 0, cosine = 0, top1_agreement = 0;
 };
 Numerics compare_logits(std::span<const float> got, std::span<const float> ref, uint32_t vocab);
-
-// The host-side operations, exposed for the tests and for the runtime's other backends.
-void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);
-void gelu_tanh(float* x, size_t n);
-void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset);
 
 }  // namespace tessera

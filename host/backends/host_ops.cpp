@@ -1,0 +1,68 @@
+#include "tessera/backends/host_ops.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+namespace tessera {
+
+void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* in = x + uint64_t{r} * cols;
+    float* out = y + uint64_t{r} * cols;
+    double mean = 0, var = 0;
+    for (uint32_t c = 0; c < cols; ++c) mean += in[c];
+    mean /= cols;
+    for (uint32_t c = 0; c < cols; ++c) var += (in[c] - mean) * (in[c] - mean);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var / cols + eps));
+    for (uint32_t c = 0; c < cols; ++c) out[c] = (in[c] - static_cast<float>(mean)) * inv * w.w[c] + w.b[c];
+  }
+}
+
+void gelu_tanh(float* x, size_t n) {
+  const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    float* s = scores + uint64_t{r} * cols;
+    const uint32_t visible = std::min(cols, offset + r + 1);
+    const float peak = *std::max_element(s, s + visible);
+    float sum = 0;
+    for (uint32_t c = 0; c < visible; ++c) sum += s[c] = std::exp(s[c] - peak);
+    for (uint32_t c = 0; c < visible; ++c) s[c] /= sum;
+    std::fill(s + visible, s + cols, 0.0f);
+  }
+}
+
+void attention_with_host_softmax(MatmulBackend& b, const float* qkv, float* out, uint32_t batch, uint32_t T,
+                                 uint32_t H, uint32_t D, double* host_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const uint32_t W = 3 * H * D;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(uint64_t{T} * T), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
+  for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+    for (uint32_t head = 0; head < H; ++head) {
+      for (uint32_t t = 0; t < T; ++t) {
+        const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
+        std::copy(row, row + D, &q[uint64_t{t} * D]);
+        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+      }
+      b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+      const auto t0 = Clock::now();
+      for (auto& sc : scores) sc *= scale;
+      softmax_causal(scores.data(), T, T, 0);
+      *host_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+      for (uint32_t t = 0; t < T; ++t)
+        std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
+    }
+}
+
+}  // namespace tessera
