@@ -65,7 +65,7 @@ def main():
             if r.returncode != 0:
                 sys.exit(f"mutation {mut['name']}: building the mutant failed:\n{(r.stdout + r.stderr)[-3000:]}")
         report = args.work / f"report_{mut['name']}"
-        r = subprocess.run([sys.executable, str(ROOT / "scripts/regress"), "--quick", "--no-build", "--build",
+        r = subprocess.run([str(ROOT / "scripts/regress"), "--quick", "--no-build", "--build",
                             str(args.build), "--sim", str(build / "sim/platform/tessera-sim"), "--skip",
                             "lint,synth,coverage", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
                             "--junit", str(report / "junit.xml")], capture_output=True, text=True)
