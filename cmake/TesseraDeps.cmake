@@ -1,9 +1,9 @@
-# The libraries Tessera builds on: fmt, nlohmann-json, Boost.Program_options, OpenBLAS (cblas) and
-# zlib. Each comes from its package's CMake or pkg-config files where the system has them; where it
+# The libraries Tessera builds on: fmt, nlohmann-json, Boost.Program_options, OpenBLAS (cblas), PCRE2
+# (the tokenizer's pattern) and zlib. Each comes from its package's CMake or pkg-config files where the system has them; where it
 # does not (a GPU machine with no package registry), from plain headers and libraries under
 # CMAKE_PREFIX_PATH, such as the prefix scripts/gpu-deps packs on a machine that has the packages.
 # Either way the same imported targets result: fmt::fmt, nlohmann_json::nlohmann_json,
-# Boost::program_options, tessera::openblas and ZLIB::ZLIB.
+# Boost::program_options, tessera::openblas, tessera::pcre2 and ZLIB::ZLIB.
 
 find_package(fmt QUIET)
 if(NOT TARGET fmt::fmt)
@@ -44,6 +44,19 @@ else()
   find_library(OPENBLAS_LIBRARY openblas REQUIRED)
   target_include_directories(tessera::openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
   target_link_libraries(tessera::openblas INTERFACE ${OPENBLAS_LIBRARY})
+endif()
+
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
+endif()
+add_library(tessera::pcre2 INTERFACE IMPORTED)
+if(TARGET PkgConfig::PCRE2)
+  target_link_libraries(tessera::pcre2 INTERFACE PkgConfig::PCRE2)
+else()
+  find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+  find_library(PCRE2_LIBRARY pcre2-8 REQUIRED)
+  target_include_directories(tessera::pcre2 INTERFACE ${PCRE2_INCLUDE_DIR})
+  target_link_libraries(tessera::pcre2 INTERFACE ${PCRE2_LIBRARY})
 endif()
 
 find_package(ZLIB REQUIRED)  # FindZLIB searches CMAKE_PREFIX_PATH too

@@ -19,5 +19,6 @@ int validate(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
 int run(const std::vector<std::string>& args);
 int replay(const std::vector<std::string>& args);
+int tokenize(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

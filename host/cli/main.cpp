@@ -39,6 +39,7 @@ commands:
   run        run a GPT-2 model over a plan of devices and compare it with fp32 on the CPU
   plan       print how a model's layers split over devices, without running it
   replay     play a trace captured by gemm or run --capture on a device and check every output
+  tokenize   GPT-2 byte-level BPE: text to token ids and back
 
 run 'tessera <command> --help' for a command's options)";
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return tessera::cli::plan(args);
     if (cmd == "run") return tessera::cli::run(args);
     if (cmd == "replay") return tessera::cli::replay(args);
+    if (cmd == "tokenize") return tessera::cli::tokenize(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

@@ -99,22 +99,24 @@ Gpt2Model RunArgs::load_model() const {
   return Gpt2Model::load(model);
 }
 
-std::vector<int32_t> RunArgs::tokens() const {
+std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option) {
   std::vector<int32_t> out;
-  if (!tokens_text.empty()) {
-    size_t pos = 0;
-    while (pos <= tokens_text.size()) {
-      const size_t comma = std::min(tokens_text.find(',', pos), tokens_text.size());
-      const std::string t = tokens_text.substr(pos, comma - pos);
-      int32_t v = 0;
-      const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
-        throw std::invalid_argument(fmt::format("--tokens: '{}' is not a token id", t));
-      out.push_back(v);
-      pos = comma + 1;
-    }
-    return out;
+  for (size_t pos = 0; pos <= text.size();) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string_view t = text.substr(pos, comma - pos);
+    int32_t v = 0;
+    const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a token id", option, t));
+    out.push_back(v);
+    pos = comma + 1;
   }
+  return out;
+}
+
+std::vector<int32_t> RunArgs::tokens() const {
+  if (!tokens_text.empty()) return parse_token_ids(tokens_text, "--tokens");
+  std::vector<int32_t> out;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(cfg.vocab) - 1);
   out.resize(uint64_t{batch} * seq);

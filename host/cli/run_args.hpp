@@ -1,7 +1,9 @@
 // The arguments `tessera run` and `tessera plan` share (DESIGN.md's CLI contract).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -33,5 +35,8 @@ struct RunArgs {
   // The tokens: --tokens, or `batch` x `seq` ids drawn from `seed`.
   std::vector<int32_t> tokens() const;
 };
+
+// Comma-separated token ids ("464,3290"); std::invalid_argument names `option` and the bad item.
+std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option);
 
 }  // namespace tessera::cli

@@ -16,6 +16,7 @@ from checks import check, finish  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
 WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
+GPT2_TOKENIZER = str(pathlib.Path(__file__).resolve().parents[2] / "data/gpt2-tokenizer")  # scripts/bootstrap
 
 
 def run(*args):
@@ -116,11 +117,26 @@ for args, needle in [
     (("run", "--model", "random:2,x,3", "--plan", "0-1@cpu"), "random:LAYERS"),
     (("run", "--plan", "0-1@model", "--project-array", "64"), "RxC"),
     (("run", "--plan", "0-1@model", "--project-clock-mhz", "900"), "needs --project-array"),
+    (("tokenize", "--tokenizer", GPT2_TOKENIZER), "one of --text, --file or --decode"),
+    (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "a", "--decode", "1"), "one of --text"),
+    (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", "464,50257"), "outside the vocabulary"),
+    (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", "464,dog"), "not a token id"),
+    (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--file", "/nonexistent"), "cannot read"),
+    (("tokenize", "--tokenizer", "/nonexistent", "--text", "a"), "no tokenizer in"),
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     check(f"bad usage {' '.join(args) or '(none)'}: exit 2 with a message naming '{needle}'",
           r.returncode == 2 and lines and needle in r.stderr, f"rc={r.returncode} stderr={r.stderr!r}")
+
+r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "The dog")
+check("tokenize: GPT-2's ids, comma-separated", r.returncode == 0 and r.stdout == "464,3290\n", r.stdout + r.stderr)
+r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "naïve café", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("tokenize --json: ids and their tokens", j.get("ids") and len(j["ids"]) == len(j.get("tokens", []))
+      and "".join(j["tokens"]) == "naïve café", r.stdout + r.stderr)
+r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", ",".join(map(str, j.get("ids", []))))
+check("tokenize --decode: the text back, as it is", r.returncode == 0 and r.stdout == "naïve café", r.stdout + r.stderr)
 
 r = run("devices", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -119,6 +119,12 @@ def main():
                 e[kind]["addr"] = (1 << 20) - e[kind]["size"]
     items["blobs_at_memory_end"] = json.dumps(trace, separators=(",", ":")).encode() + b"\0\1" + data
     write("replay", items)
+    reference = (HERE.parent / "tokenizer" / "reference.jsonl").read_text().splitlines()
+    texts = [json.loads(line)["text"] for line in reference[::25]]
+    texts += ["I'm here, they've gone", "\t  \n\n x", "😀👨‍👩‍👧 e\u0301"]
+    items = {f"text{i}": t.encode() for i, t in enumerate(texts)}
+    items["invalid_utf8"] = b"ok \xff\xfe \xc3( \xe2\x82 end"
+    write("tokenizer", items)
 
 
 if __name__ == "__main__":

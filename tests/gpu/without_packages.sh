@@ -2,7 +2,7 @@
 # scripts/gpu-check on a machine like a GPU machine with no package registry: the CUDA toolkit,
 # CMake, a compiler and Python, and none of the project's system packages. Packs the libraries the
 # GPU build needs from BUILD (scripts/gpu-deps), then, in a mount namespace of its own, hides every
-# header, CMake file, library link name and tool of Boost, fmt, nlohmann-json, OpenBLAS, zlib,
+# header, CMake file, library link name and tool of Boost, fmt, nlohmann-json, OpenBLAS, PCRE2, zlib,
 # Catch2, MPI, Verilator, SystemC and pkg-config, and runs scripts/gpu-check --deps there with
 # TESSERA_REQUIRE_GPU=0 (where there is no GPU its tests skip; the build and the rest must pass),
 # then as on a GPU machine, where a missing GPU must fail it. Last, every library the binaries load
@@ -31,7 +31,7 @@ for p in $inc/boost $inc/fmt $inc/nlohmann $inc/catch2 $inc/sysc $inc/x86_64-lin
   if [ -d "$p" ]; then mount -t tmpfs -o ro,size=64k none "$p"; hidden+=("$p"); fi
 done
 # Single files: an empty file in their place (a dangling link is already gone).
-for p in $inc/zlib.h $inc/x86_64-linux-gnu/zconf.h $inc/systemc.h $inc/systemc $lib/libz.so $lib/libz.a \
+for p in $inc/zlib.h $inc/x86_64-linux-gnu/zconf.h $inc/pcre2.h $lib/libpcre2-8.so $inc/systemc.h $inc/systemc $lib/libz.so $lib/libz.a \
          $lib/libboost_program_options.* $lib/libfmt.* $lib/libsystemc* \
          /usr/bin/verilator* /usr/bin/mpirun /usr/bin/mpiexec /usr/bin/mpicxx /usr/bin/pkg-config /usr/bin/pkgconf; do
   if [ -f "$p" ]; then mount --bind /dev/null "$p"; hidden+=("$p"); fi
@@ -52,7 +52,7 @@ bad=0
 for bin in "$TESSERA_BUILD_DIR/host/tessera" "$TESSERA_BUILD_DIR/tests/gpu/tessera_gpu_tests"; do
   while read -r name path; do
     case "$name" in
-      libboost*|libfmt*|libopenblas*|libz.*|libgfortran*|libquadmath*)
+      libboost*|libfmt*|libopenblas*|libpcre2*|libz.*|libgfortran*|libquadmath*)
         if [ "${path%/*}" != "$deps" ]; then echo "FAIL ${bin##*/} loads $name from $path, not from the carried prefix"; bad=1; fi ;;
     esac
   done < <(ldd "$bin" | awk '$2 == "=>" {print $1, $3}')
