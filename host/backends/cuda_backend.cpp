@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -115,6 +116,21 @@ struct ResidentLinear {
   RightOperand b;
 };
 
+// A KV cache in GPU memory: [batch][heads][capacity][head_dim] keys, and the same of values.
+class GpuKvCache final : public KvCache {
+ public:
+  GpuKvCache(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
+      : KvCache(batch, heads, head_dim, capacity, false),
+        k_(fp32_bytes(batch, heads, head_dim, capacity) / 2),
+        v_(fp32_bytes(batch, heads, head_dim, capacity) / 2) {}
+  float* keys_on_gpu(uint32_t seq, uint32_t head) const { return k_.as<float>() + offset(seq, head); }
+  float* values_on_gpu(uint32_t seq, uint32_t head) const { return v_.as<float>() + offset(seq, head); }
+
+ private:
+  uint64_t offset(uint32_t seq, uint32_t head) const { return (uint64_t{seq} * heads + head) * capacity * head_dim; }
+  DeviceBuffer k_, v_;
+};
+
 // CUDA, cuBLAS and cuBLASLt handles that destroy themselves.
 template <class T, auto Destroy>
 struct Deleter {
@@ -207,21 +223,52 @@ class CudaBackend final : public MatmulBackend {
     norms_.erase(&w);
   }
 
-  void attention(const float* qkv, float* out, uint32_t batch, uint32_t T, uint32_t H, uint32_t D) override {
+  // The cache in GPU memory, fp32 (the GEMMs pack it into their precision as they read it).
+  std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
+                                         uint32_t capacity) override {
+    std::unique_ptr<KvCache> cache;
+    guarded([&] { cache = std::make_unique<GpuKvCache>(batch, heads, head_dim, capacity); });
+    return cache;
+  }
+  std::optional<uint64_t> memory_free() const override {
+    size_t free = 0, total = 0;
+    check(cudaSetDevice(index_), "cudaSetDevice");
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return free;
+  }
+
+  using MatmulBackend::attention;
+  void attention(const float* qkv, float* out, uint32_t T, KvCache& kv) override {
+    auto& cache = dynamic_cast<GpuKvCache&>(kv);  // made by make_kv_cache
+    const uint32_t batch = cache.batch, H = cache.heads, D = cache.head_dim, past = cache.length, L = past + T;
+    if (L > cache.capacity)
+      throw std::invalid_argument(fmt::format("the KV cache holds {} positions; {} more do not fit after {}",
+                                              cache.capacity, T, past));
     const uint64_t W = 3 * uint64_t{H} * D, HD = uint64_t{H} * D, rows = uint64_t{batch} * T;
     run_op<1>({Upload{qkv, rows * W, kInA}}, "attention", out, rows * HD,
               [&](const std::array<float*, 1>& in, float* o) {
-                float* scores = buffer<float>(kScores, uint64_t{T} * T);
+                float* scores = buffer<float>(kScores, uint64_t{T} * L);
                 const float scale = 1.0f / std::sqrt(static_cast<float>(D));
                 for (uint32_t s = 0; s < batch; ++s)
                   for (uint32_t h = 0; h < H; ++h) {
                     const float* q = in[0] + uint64_t{s} * T * W + uint64_t{h} * D;
-                    gemm({q, W}, right(q + HD, W, true, D, T), scores, T, T, nullptr, false);
-                    check(cuda::softmax_causal(scores, T, T, scale, stream()), "launching the softmax_causal kernel");
-                    gemm({scores, T}, right(q + 2 * HD, W, false, T, D), o + uint64_t{s} * T * HD + uint64_t{h} * D,
-                         HD, T, nullptr, false);
+                    float* k = cache.keys_on_gpu(s, h);
+                    float* v = cache.values_on_gpu(s, h);
+                    // This step's keys and values into the cache, at positions past onwards.
+                    check(cudaMemcpy2DAsync(k + uint64_t{past} * D, D * 4, q + HD, W * 4, D * 4, T,
+                                            cudaMemcpyDeviceToDevice, stream()),
+                          "cudaMemcpy2DAsync (keys into the KV cache)");
+                    check(cudaMemcpy2DAsync(v + uint64_t{past} * D, D * 4, q + 2 * HD, W * 4, D * 4, T,
+                                            cudaMemcpyDeviceToDevice, stream()),
+                          "cudaMemcpy2DAsync (values into the KV cache)");
+                    gemm({q, W}, right(k, D, true, D, L), scores, L, T, nullptr, false);
+                    check(cuda::softmax_causal(scores, T, L, past, scale, stream()),
+                          "launching the softmax_causal kernel");
+                    gemm({scores, L}, right(v, D, false, L, D), o + uint64_t{s} * T * HD + uint64_t{h} * D, HD, T,
+                         nullptr, false);
                   }
               });
+    cache.length = L;
   }
 
   void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w,

@@ -91,9 +91,9 @@ __global__ void bias_gelu_kernel(float* c, uint64_t ldc, uint32_t m, uint32_t n,
   }
 }
 
-__global__ void softmax_causal_kernel(float* scores, uint32_t rows, uint32_t cols, float scale) {
+__global__ void softmax_causal_kernel(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale) {
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const uint32_t visible = r + 1 < cols ? static_cast<uint32_t>(r + 1) : cols;
+    const uint32_t visible = offset + r + 1 < cols ? static_cast<uint32_t>(offset + r + 1) : cols;
     float* s = scores + r * cols;
     float peak = -INFINITY;
     for (uint32_t c = threadIdx.x; c < visible; c += blockDim.x) peak = fmaxf(peak, s[c] = __fmul_rn(s[c], scale));
@@ -166,10 +166,11 @@ cudaError_t bias_gelu(float* c, uint64_t ldc, uint32_t m, uint32_t n, const floa
   return cudaGetLastError();
 }
 
-cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, float scale, cudaStream_t stream) {
+cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale,
+                           cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   clear_error();
-  softmax_causal_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(scores, rows, cols, scale);
+  softmax_causal_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(scores, rows, cols, offset, scale);
   return cudaGetLastError();
 }
 

@@ -36,8 +36,9 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t bias_gelu(float* c, uint64_t ldc, uint32_t m, uint32_t n, const float* bias, bool gelu,
                                     cudaStream_t stream);
 
-// Each row r of scores[rows, cols] scaled by `scale`, then softmax over keys 0 .. r; later ones 0.
-[[nodiscard]] cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, float scale,
+// Each row r of scores[rows, cols] (the query at position offset + r) scaled by `scale`, then
+// softmax over keys 0 .. offset + r; later ones 0.
+[[nodiscard]] cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale,
                                          cudaStream_t stream);
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta per row of x[rows, cols].

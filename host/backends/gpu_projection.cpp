@@ -67,10 +67,10 @@ void ProjectedGpuBackend::matmul(const float* a, const float* b, float* c, uint3
       std::max(2.0 * m * n * k / peaks_.peak(precision_), double(read + written) / peaks_.memory_bytes_per_s);
 }
 
-void ProjectedGpuBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
-                                    uint32_t head_dim) {
-  MatmulBackend::attention(qkv, out, batch, seq, heads, head_dim);
-  elementwise(uint64_t{batch} * heads * seq * seq);  // the softmax over the scores
+void ProjectedGpuBackend::attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) {
+  const uint64_t scores = uint64_t{cache.batch} * cache.heads * tokens * (cache.length + tokens);
+  MatmulBackend::attention(qkv, out, tokens, cache);
+  elementwise(scores);  // the softmax over the scores
 }
 
 void ProjectedGpuBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {

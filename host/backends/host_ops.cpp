@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace tessera {
 
@@ -40,29 +43,35 @@ void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset
   }
 }
 
-void attention_with_host_softmax(MatmulBackend& b, const float* qkv, float* out, uint32_t batch, uint32_t T,
-                                 uint32_t H, uint32_t D, double* host_seconds) {
+void attention_with_host_softmax(MatmulBackend& b, const float* qkv, float* out, uint32_t T, KvCache& cache,
+                                 double* host_seconds) {
   using Clock = std::chrono::steady_clock;
-  const uint32_t W = 3 * H * D;
+  const uint32_t H = cache.heads, D = cache.head_dim, W = 3 * H * D, past = cache.length, L = past + T;
+  if (L > cache.capacity)
+    throw std::invalid_argument(fmt::format("the KV cache holds {} positions; {} more do not fit after {}",
+                                            cache.capacity, T, past));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> scores(uint64_t{T} * T), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
-  for (uint32_t seq_i = 0; seq_i < batch; ++seq_i)
+  std::vector<float> scores(uint64_t{T} * L), q(uint64_t{T} * D), o(q.size());
+  for (uint32_t seq_i = 0; seq_i < cache.batch; ++seq_i)
     for (uint32_t head = 0; head < H; ++head) {
+      float* k = cache.keys(seq_i, head);
+      float* v = cache.values(seq_i, head);
       for (uint32_t t = 0; t < T; ++t) {
         const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
         std::copy(row, row + D, &q[uint64_t{t} * D]);
-        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
-        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
+        std::copy(row + H * D, row + H * D + D, &k[uint64_t{past + t} * D]);
+        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{past + t} * D]);
       }
-      b.matmul(q.data(), k.data(), scores.data(), T, T, D, true);
+      b.matmul(q.data(), k, scores.data(), T, L, D, true);
       const auto t0 = Clock::now();
       for (auto& sc : scores) sc *= scale;
-      softmax_causal(scores.data(), T, T, 0);
+      softmax_causal(scores.data(), T, L, past);
       *host_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      b.matmul(scores.data(), v.data(), o.data(), T, D, T, false);
+      b.matmul(scores.data(), v, o.data(), T, D, L, false);
       for (uint32_t t = 0; t < T; ++t)
         std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
     }
+  cache.length = L;
 }
 
 }  // namespace tessera

@@ -12,10 +12,20 @@ void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y
     for (uint32_t c = 0; c < w.out; ++c) y[uint64_t{r} * w.out + c] += w.b[c];
 }
 
+std::unique_ptr<KvCache> MatmulBackend::make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
+                                                      uint32_t capacity) {
+  return std::make_unique<KvCache>(batch, heads, head_dim, capacity);
+}
+
+void MatmulBackend::attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) {
+  double host_seconds = 0;
+  attention_with_host_softmax(*this, qkv, out, tokens, cache, &host_seconds);
+}
+
 void MatmulBackend::attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads,
                               uint32_t head_dim) {
-  double host_seconds = 0;
-  attention_with_host_softmax(*this, qkv, out, batch, seq, heads, head_dim, &host_seconds);
+  const auto cache = make_kv_cache(batch, heads, head_dim, seq);
+  attention(qkv, out, seq, *cache);
 }
 
 void MatmulBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {

@@ -1,10 +1,14 @@
 #include "tessera/runtime/transformer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -59,6 +63,16 @@ Linear rows(const Linear& l, uint32_t r0, uint32_t n) {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Memory the kernel says can be taken without swapping (MemAvailable).
+uint64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib)
+    if (key == "MemAvailable:") return kib * 1024;
+  return uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+}
 
 }  // namespace
 
@@ -153,15 +167,97 @@ Pipeline::~Pipeline() {
 std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                                      uint32_t microbatches) {
   check_tokens(model_.cfg, tokens, batch, seq);
+  start(batch, seq, microbatches);
+  std::vector<float> logits = step(tokens, seq);
+  end();
+  return logits;
+}
+
+void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
+  const Gpt2Config& cfg = model_.cfg;
+  if (batch == 0 || capacity == 0) throw std::invalid_argument("batch and sequence length must be positive");
+  if (capacity > cfg.positions)
+    throw std::invalid_argument(
+        fmt::format("{} positions to generate, more than the model's {}", capacity, cfg.positions));
   if (microbatches == 0 || microbatches > batch)
     throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
-  std::vector<float> logits(uint64_t{batch} * seq * model_.cfg.vocab);
-  std::vector<Microbatch> mbs(microbatches);
-  for (uint32_t j = 0, done = 0; j < microbatches; ++j) {
-    const uint32_t n = batch / microbatches + (j < batch % microbatches ? 1 : 0);
-    mbs[j] = {j, n, seq, tokens.data() + uint64_t{done} * seq, &logits[uint64_t{done} * seq * model_.cfg.vocab], {}};
-    done += n;
+  end();
+  microbatch_sizes_.clear();
+  for (uint32_t j = 0; j < microbatches; ++j)
+    microbatch_sizes_.push_back(batch / microbatches + (j < batch % microbatches ? 1 : 0));
+  // What each device's caches take, checked before any is made: a device that keeps them in its
+  // own memory against what it has free, the rest against the host's available memory.
+  std::map<MatmulBackend*, uint64_t> on_device;
+  uint64_t on_host = 0;
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (const Shard& sh : stages_[s].shards) {
+      if (!local(sh)) continue;
+      uint64_t bytes = 0;
+      for (uint32_t n : microbatch_sizes_)
+        bytes += (stages_[s].last - stages_[s].first + 1) * KvCache::fp32_bytes(n, sh.heads, cfg.head_dim(), capacity);
+      (sh.backend->memory_free() ? on_device[sh.backend] : on_host) += bytes;
+    }
+  auto mib = [](uint64_t b) { return double(b) / (1 << 20); };
+  for (const auto& [b, bytes] : on_device)
+    if (const uint64_t free = *b->memory_free(); bytes > free)
+      throw std::invalid_argument(fmt::format(
+          "the KV cache for {} sequences of {} positions needs {:.1f} MiB on {}, which has {:.1f} MiB free", batch,
+          capacity, mib(bytes), b->name(), mib(free)));
+  if (const uint64_t avail = host_memory_available(); on_host > avail)
+    throw std::invalid_argument(fmt::format(
+        "the KV cache for {} sequences of {} positions needs {:.1f} MiB of host memory; {:.1f} MiB are available",
+        batch, capacity, mib(on_host), mib(avail)));
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (size_t i = 0; i < stages_[s].shards.size(); ++i) {
+      const Shard& sh = stages_[s].shards[i];
+      if (!local(sh)) continue;
+      for (uint32_t l = stages_[s].first; l <= stages_[s].last; ++l)
+        for (uint32_t j = 0; j < microbatches; ++j)
+          caches_[{s, l, i, j}] = sh.backend->make_kv_cache(microbatch_sizes_[j], sh.heads, cfg.head_dim(), capacity);
+    }
+  capacity_ = capacity;
+  position_ = 0;
+}
+
+void Pipeline::end() {
+  caches_.clear();
+  capacity_ = position_ = 0;
+}
+
+uint64_t Pipeline::kv_cache_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [key, cache] : caches_) bytes += cache->bytes();
+  return bytes;
+}
+
+std::vector<float> Pipeline::step(std::span<const int32_t> tokens, uint32_t n, bool last_only) {
+  if (capacity_ == 0) throw std::logic_error("Pipeline::step before start");
+  const uint32_t batch = std::accumulate(microbatch_sizes_.begin(), microbatch_sizes_.end(), 0u);
+  if (n == 0 || tokens.size() != uint64_t{batch} * n)
+    throw std::invalid_argument(fmt::format("{} token ids for {} sequences of {} tokens", tokens.size(), batch, n));
+  if (position_ + n > capacity_)
+    throw std::invalid_argument(fmt::format("{} more tokens after {} do not fit in the {} positions started",
+                                            n, position_, capacity_));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<uint32_t>(tokens[i]) >= model_.cfg.vocab)
+      throw std::invalid_argument(
+          fmt::format("token id {} (at {}) is outside the vocabulary [0, {})", tokens[i], i, model_.cfg.vocab));
+  const uint32_t rows_out = last_only ? 1 : n;
+  std::vector<float> logits(uint64_t{batch} * rows_out * model_.cfg.vocab);
+  std::vector<Microbatch> mbs(microbatch_sizes_.size());
+  for (uint32_t j = 0, done = 0; j < mbs.size(); ++j) {
+    mbs[j] = {.index = j, .batch = microbatch_sizes_[j], .seq = n, .past = position_, .last_only = last_only,
+              .tokens = tokens.data() + uint64_t{done} * n,
+              .logits = &logits[uint64_t{done} * rows_out * model_.cfg.vocab], .x = {}};
+    done += microbatch_sizes_[j];
   }
+  run(mbs, logits);
+  position_ += n;
+  return logits;
+}
+
+void Pipeline::run(std::vector<Microbatch>& mbs, std::vector<float>& logits) {
+  const uint32_t microbatches = static_cast<uint32_t>(mbs.size());
   // GPipe: a worker per stage takes the microbatches in order, each as soon as the stage before
   // has handed it over. A stage's devices belong to it alone, so no backend is used by two threads.
   const size_t P = stages_.size();
@@ -223,7 +319,6 @@ std::vector<float> Pipeline::forward(std::span<const int32_t> tokens, uint32_t b
       communicate(last, 0, "recv", logits.size() * 4, gather, [&] { comm_->recv(logits, leader(last), tag(P, 0), -1); });
     log_.insert(log_.end(), gather.begin(), gather.end());
   }
-  return logits;
 }
 
 int Pipeline::link(size_t stage, int to) const {
@@ -286,7 +381,7 @@ class Pipeline::StageRun {
     m_.x.resize(uint64_t{rows_} * E);
     for (uint64_t r = 0; r < rows_; ++r)
       for (uint32_t c = 0; c < E; ++c)
-        m_.x[r * E + c] = p_.model_.wte[uint64_t(m_.tokens[r]) * E + c] + p_.model_.wpe[(r % T) * E + c];
+        m_.x[r * E + c] = p_.model_.wte[uint64_t(m_.tokens[r]) * E + c] + p_.model_.wpe[(m_.past + r % T) * E + c];
     host(-1, "embedding", start);
   }
 
@@ -308,14 +403,14 @@ class Pipeline::StageRun {
     const uint32_t H = st_.shards[i].heads, D = cfg_.head_dim();
     std::vector<float> qkv(uint64_t{rows_} * 3 * H * D), att(uint64_t{rows_} * H * D);
     device_op(i, layer, "qkv", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, *w.qkv, qkv.data()); });
+    KvCache& cache = *p_.caches_.at({s_, static_cast<uint32_t>(layer), i, m_.index});
     if (st_.shards[i].backend->runs_other_ops()) {
-      device_op(i, layer, "attention",
-                [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), m_.batch, m_.seq, H, D); });
+      device_op(i, layer, "attention", [&](MatmulBackend& b) { b.attention(qkv.data(), att.data(), m_.seq, cache); });
     } else {
       // The products on the device, the softmax on the host, reported apart.
       double softmax_seconds = 0;
       OpRecord& rec = device_op(i, layer, "attention", [&](MatmulBackend& b) {
-        attention_with_host_softmax(b, qkv.data(), att.data(), m_.batch, m_.seq, H, D, &softmax_seconds);
+        attention_with_host_softmax(b, qkv.data(), att.data(), m_.seq, cache, &softmax_seconds);
       });
       rec.seconds -= softmax_seconds;
       const auto start = p_.epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
@@ -340,12 +435,20 @@ class Pipeline::StageRun {
     device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows_, *w.mlp_down, part_[i].data()); });
   }
 
-  // Shard i's vocabulary columns of the logits.
+  // Shard i's vocabulary columns of the logits: of every token, or of each sequence's last.
   void logits(size_t i) {
     const Shard& sh = st_.shards[i];
-    std::vector<float> out(uint64_t{rows_} * sh.vocab);
-    device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, p_.vocab_[i], out.data()); });
-    for (uint32_t r = 0; r < rows_; ++r)
+    const uint32_t E = cfg_.width, rows = m_.last_only ? m_.batch : rows_;
+    std::vector<float> last;
+    if (m_.last_only) {
+      last.resize(uint64_t{rows} * E);
+      for (uint32_t b = 0; b < m_.batch; ++b)
+        std::copy_n(&h_[(uint64_t{b} * m_.seq + m_.seq - 1) * E], E, &last[uint64_t{b} * E]);
+    }
+    const float* in = m_.last_only ? last.data() : h_.data();
+    std::vector<float> out(uint64_t{rows} * sh.vocab);
+    device_op(i, -1, "logits", [&](MatmulBackend& b) { b.linear(in, rows, p_.vocab_[i], out.data()); });
+    for (uint32_t r = 0; r < rows; ++r)
       std::copy_n(&out[uint64_t{r} * sh.vocab], sh.vocab, &m_.logits[uint64_t{r} * cfg_.vocab + sh.vocab_begin]);
   }
 

@@ -43,7 +43,8 @@ class ProjectedGpuBackend final : public MatmulBackend {
   // A GPU runs these too (the cuda backend's kernels); projected as memory-bound, reading and
   // writing each fp32 value once.
   bool runs_other_ops() const override { return true; }
-  void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim) override;
+  using MatmulBackend::attention;
+  void attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) override;
   void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override;
   void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) override;
 

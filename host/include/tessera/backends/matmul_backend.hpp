@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/backends/kv_cache.hpp"
 #include "tessera/io/gpt2.hpp"
 
 namespace tessera {
@@ -61,9 +64,21 @@ class MatmulBackend {
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
   // does not, the host runs them and the report shows them as host ops.
   virtual bool runs_other_ops() const { return false; }
-  // out[batch * seq, heads * head_dim]: per sequence and head, causal softmax(q k^T / sqrt(head_dim)) v,
-  // from qkv[batch * seq, 3 * heads * head_dim] (the q, k and v blocks side by side).
-  virtual void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim);
+  // The device memory free for KV caches, where the backend keeps them on its device; none where
+  // they are in host memory.
+  virtual std::optional<uint64_t> memory_free() const { return std::nullopt; }
+  // A KV cache for `batch` sequences of up to `capacity` positions of `heads` heads; where the
+  // backend keeps it on its device, it takes the memory now and throws when there is not enough.
+  virtual std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
+                                                 uint32_t capacity);
+  // The attention core for `tokens` new tokens of each of the cache's sequences, from
+  // qkv[batch * tokens, 3 * heads * head_dim] (the q, k and v blocks side by side): their keys and
+  // values go into the cache at positions cache.length onwards; then per sequence and head,
+  // out = softmax(q k^T / sqrt(head_dim)) v over every position up to the token's own, into
+  // out[batch * tokens, heads * head_dim]; cache.length grows by `tokens`.
+  virtual void attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache);
+  // The same for whole sequences of `seq` tokens, with a cache of their own.
+  void attention(const float* qkv, float* out, uint32_t batch, uint32_t seq, uint32_t heads, uint32_t head_dim);
   // y = gelu_tanh(x W + b).
   virtual void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y);
   virtual void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps);

@@ -79,6 +79,20 @@ class Pipeline {
   // Logits [batch * seq, vocab], row-major (complete on rank 0 of a multi-process run); the batch
   // goes through in `microbatches` parts.
   std::vector<float> forward(std::span<const int32_t> tokens, uint32_t batch, uint32_t seq, uint32_t microbatches = 1);
+
+  // Generation. start() gives every local shard a KV cache per layer and microbatch for `batch`
+  // sequences of up to `capacity` positions (std::invalid_argument, before anything is allocated,
+  // where the caches do not fit in a device's free memory or the host's). Each step() then runs
+  // `n` more tokens of every sequence (tokens [batch * n], row-major) at the next positions:
+  // prefill is a step with the prompt, decode a step with n = 1. It returns their logits,
+  // [batch * n, vocab], or with last_only [batch, vocab] for each sequence's last token. Every
+  // rank of a multi-process run calls it with the same tokens.
+  void start(uint32_t batch, uint32_t capacity, uint32_t microbatches = 1);
+  std::vector<float> step(std::span<const int32_t> tokens, uint32_t n, bool last_only = false);
+  uint32_t position() const { return position_; }  // tokens of each sequence so far
+  uint64_t kv_cache_bytes() const;                  // what this process's caches hold
+  void end();                                        // frees the caches
+
   const std::vector<OpRecord>& log() const { return log_; }
   // Called as each stage starts a layer of a microbatch (from the stage's worker thread).
   std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
@@ -88,13 +102,23 @@ class Pipeline {
     const Linear *qkv, *attn_proj, *mlp_up, *mlp_down;
   };
   struct Microbatch {
-    uint32_t index = 0, batch = 0, seq = 0;
+    uint32_t index = 0, batch = 0, seq = 0;  // seq: the tokens of each sequence in this step
+    uint32_t past = 0;                       // positions before them
+    bool last_only = false;                  // logits of each sequence's last token only
     const int32_t* tokens = nullptr;
     float* logits = nullptr;  // its rows of the output
     std::vector<float> x;     // the residual stream, handed from stage to stage
   };
+  struct CacheKey {  // a local shard's cache of one layer for one microbatch
+    size_t stage;
+    uint32_t layer;  // in the model
+    size_t shard;
+    uint32_t microbatch;
+    auto operator<=>(const CacheKey&) const = default;
+  };
   class StageRun;  // one microbatch through one stage (transformer.cpp)
   void run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
+  void run(std::vector<Microbatch>& mbs, std::vector<float>& logits);  // through every stage, GPipe-style
   bool local(const Shard& sh) const { return !comm_ || sh.rank == comm_->rank(); }
   bool member(size_t stage) const;  // whether this process runs part of the stage
   int leader(size_t stage) const { return members_[stage].front(); }
@@ -115,6 +139,9 @@ class Pipeline {
   std::map<std::pair<size_t, int>, int> links_;            // (stage, rank of the next): a GPU-to-GPU group
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
+  std::vector<uint32_t> microbatch_sizes_;  // of the generation started
+  uint32_t position_ = 0, capacity_ = 0;
+  std::map<CacheKey, std::unique_ptr<KvCache>> caches_;
   // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
   std::vector<std::vector<std::unique_ptr<ShardWorker>>> workers_;
 };

@@ -1,0 +1,152 @@
+// Prefill and decode with KV caches (Pipeline::start and step) against the whole-sequence forward
+// pass, on one device and over shards, stages and microbatches.
+#include <catch2/catch.hpp>
+
+#include <span>
+#include <vector>
+
+#include "tessera/backends/accel_backend.hpp"
+#include "tessera/backends/cpu_backend.hpp"
+#include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/transformer.hpp"
+
+using namespace tessera;
+
+namespace {
+
+std::vector<int32_t> some_tokens(const Gpt2Config& cfg, uint32_t n) {
+  std::vector<int32_t> t(n);
+  for (uint32_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 97 + 5) % cfg.vocab);
+  return t;
+}
+
+// Rows [r0, r0 + n) of each of `batch` sequences of `seq` rows of width w.
+template <class T>
+std::vector<T> rows_of(const std::vector<T>& all, uint32_t batch, uint32_t seq, uint32_t r0, uint32_t n, uint32_t w) {
+  std::vector<T> out;
+  for (uint32_t b = 0; b < batch; ++b) {
+    const auto first = all.begin() + (uint64_t{b} * seq + r0) * w;
+    out.insert(out.end(), first, first + uint64_t{n} * w);
+  }
+  return out;
+}
+
+// Prefill with the first `prompt` tokens of each sequence, then decode the rest one at a time; the
+// logits of every step put together in the whole-sequence forward pass's layout.
+std::vector<float> prefill_then_decode(Pipeline& p, const std::vector<int32_t>& tokens, uint32_t batch, uint32_t seq,
+                                       uint32_t prompt, uint32_t microbatches, uint32_t vocab) {
+  p.start(batch, seq, microbatches);
+  std::vector<float> all(uint64_t{batch} * seq * vocab);
+  auto put = [&](const std::vector<float>& logits, uint32_t r0, uint32_t n) {
+    for (uint32_t b = 0; b < batch; ++b)
+      std::copy_n(&logits[uint64_t{b} * n * vocab], uint64_t{n} * vocab, &all[(uint64_t{b} * seq + r0) * vocab]);
+  };
+  put(p.step(rows_of(tokens, batch, seq, 0, prompt, 1), prompt), 0, prompt);
+  for (uint32_t t = prompt; t < seq; ++t) {
+    CHECK(p.position() == t);
+    put(p.step(rows_of(tokens, batch, seq, t, 1, 1), 1), t, 1);
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("prefill and decode give the logits of the whole-sequence pass", "[unit][gpt2][generation]") {
+  const Gpt2Model m = Gpt2Model::tiny(21);
+  const uint32_t batch = 3, seq = 20, prompt = 12, V = m.cfg.vocab;
+  const auto tokens = some_tokens(m.cfg, batch * seq);
+  CpuBackend cpu;
+  const auto whole = forward(m, tokens, batch, seq, cpu);
+
+  Pipeline p(m, {StageShards{0, m.cfg.layers - 1, {Shard{&cpu, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+  const auto stepped = prefill_then_decode(p, tokens, batch, seq, prompt, 1, V);
+  const Numerics n = compare_logits(stepped, whole, V);
+  INFO("relative L2 " << n.rel_l2);
+  CHECK(n.rel_l2 < 1e-5);  // the same sums, in GEMMs of other shapes
+  CHECK(n.top1_agreement == 1.0);
+  // The caches: keys and values of every layer, fp32, for every position started.
+  CHECK(p.kv_cache_bytes() == uint64_t{m.cfg.layers} * 2 * 4 * batch * seq * m.cfg.width);
+
+  SECTION("last_only gives each sequence's last row") {
+    p.start(batch, seq);
+    const auto last = p.step(tokens, seq, true);
+    CHECK(last.size() == uint64_t{batch} * V);
+    CHECK(compare_logits(last, rows_of(whole, batch, seq, seq - 1, 1, V), V).rel_l2 < 1e-6);
+  }
+  SECTION("steps past the positions started, or before a start, are refused") {
+    p.start(batch, 4);
+    p.step(rows_of(tokens, batch, seq, 0, 4, 1), 4);
+    CHECK_THROWS_WITH(p.step(rows_of(tokens, batch, seq, 4, 1, 1), 1), Catch::Contains("do not fit in the 4 positions"));
+    p.end();
+    CHECK_THROWS_AS(p.step(rows_of(tokens, batch, seq, 0, 1, 1), 1), std::logic_error);
+    CHECK_THROWS_WITH(p.start(batch, m.cfg.positions + 1), Catch::Contains("more than the model's"));
+    p.start(batch, 4);
+    CHECK_THROWS_WITH(p.step(std::vector<int32_t>(batch, -1), 1), Catch::Contains("outside the vocabulary"));
+    CHECK_THROWS_WITH(p.step(std::vector<int32_t>(batch + 1, 1), 1), Catch::Contains("token ids for 3 sequences"));
+  }
+}
+
+TEST_CASE("decoding over shards, stages and microbatches equals one device", "[unit][gpt2][generation][pipeline]") {
+  const Gpt2Model m = Gpt2Model::tiny(5);
+  const uint32_t batch = 4, seq = 16, prompt = 9, V = m.cfg.vocab;
+  const auto tokens = some_tokens(m.cfg, batch * seq);
+  CpuBackend one;
+  Pipeline single(m, {StageShards{0, 1, {Shard{&one, 0, 4, 0, 512, 0, V}}}});
+  const auto ref = prefill_then_decode(single, tokens, batch, seq, prompt, 1, V);
+
+  CpuBackend a, b, c, d, e;
+  StageShards s0{0, 0, {{&a, 0, 1, 0, 100}, {&b, 1, 2, 100, 300}, {&c, 3, 1, 400, 112}}};
+  StageShards s1{1, 1, {{&d, 0, 2, 0, 256, 0, 200}, {&e, 2, 2, 256, 256, 200, 312}}};
+  Pipeline p(m, {s0, s1});
+  const auto got = prefill_then_decode(p, tokens, batch, seq, prompt, 3, V);  // microbatches of 2, 1 and 1
+  const Numerics n = compare_logits(got, ref, V);
+  INFO("relative L2 " << n.rel_l2);
+  CHECK(n.rel_l2 < 1e-6);
+  CHECK(n.top1_agreement == 1.0);
+}
+
+TEST_CASE("int8 decoding on the accelerator model meets the numerics targets", "[unit][gpt2][generation][accel]") {
+  const Gpt2Model m = Gpt2Model::tiny(13);
+  const uint32_t batch = 2, seq = 24, prompt = 16, V = m.cfg.vocab;
+  const auto tokens = some_tokens(m.cfg, batch * seq);
+  CpuBackend cpu;
+  const auto ref = forward(m, tokens, batch, seq, cpu);
+  driver::Device dev(driver::DeviceSpec::parse("model"));
+  AccelBackend accel(dev);
+  Pipeline p(m, {StageShards{0, 1, {Shard{&accel, 0, 4, 0, 512, 0, V}}}});
+  const Numerics n = compare_logits(prefill_then_decode(p, tokens, batch, seq, prompt, 1, V), ref, V);
+  INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement);
+  CHECK(n.cosine >= 0.995);
+  CHECK(n.top1_agreement >= 0.95);
+}
+
+namespace {
+
+// The CPU backend, with a device's memory that KV caches must fit in.
+class SmallMemoryBackend final : public MatmulBackend {
+ public:
+  explicit SmallMemoryBackend(uint64_t free) : free_(free) {}
+  std::string name() const override { return "small"; }
+  MatmulStats stats() const override { return cpu_.stats(); }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
+    cpu_.matmul(a, b, c, m, n, k, t);
+  }
+  std::optional<uint64_t> memory_free() const override { return free_; }
+
+ private:
+  uint64_t free_;
+  CpuBackend cpu_;
+};
+
+}  // namespace
+
+TEST_CASE("a KV cache that does not fit is refused before the run, naming the device", "[unit][gpt2][generation]") {
+  const Gpt2Model m = Gpt2Model::tiny(3);
+  const uint64_t need = uint64_t{m.cfg.layers} * 2 * 4 * 2 * 100 * m.cfg.width;  // 2 sequences of 100 positions
+  SmallMemoryBackend tight(need - 1), enough(need);
+  Pipeline no(m, {StageShards{0, 1, {Shard{&tight, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
+  CHECK_THROWS_WITH(no.start(2, 100), Catch::Contains("needs 0.4 MiB on small, which has 0.4 MiB free"));
+  Pipeline yes(m, {StageShards{0, 1, {Shard{&enough, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
+  yes.start(2, 100);
+  CHECK(yes.kv_cache_bytes() == need);
+}
