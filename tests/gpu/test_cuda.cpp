@@ -177,6 +177,29 @@ int main() {
                                                   tag, batch, T, H, rel_l2(got, want)));
     }
     {
+      // With a KV cache in GPU memory: a prefill of 20 tokens, then 9 decode steps of one, against
+      // the host attending over the same cache contents.
+      const uint32_t batch = 2, T = 29, prompt = 20, H = 3, D = 32, W = 3 * H * D;
+      const auto qkv = random_values(uint64_t{batch} * T * W, rng, 2.0f);
+      const auto gpu_cache = gpu->make_kv_cache(batch, H, D, T);
+      const auto host_cache = ref.make_kv_cache(batch, H, D, T);
+      double worst = 0;
+      for (uint32_t t0 = 0; t0 < T;) {
+        const uint32_t n = t0 == 0 ? prompt : 1;
+        std::vector<float> part;
+        for (uint32_t b = 0; b < batch; ++b)
+          part.insert(part.end(), qkv.begin() + (uint64_t{b} * T + t0) * W, qkv.begin() + (uint64_t{b} * T + t0 + n) * W);
+        std::vector<float> want(uint64_t{batch} * n * H * D), got(want.size());
+        ref.attention(part.data(), want.data(), n, *host_cache);
+        gpu->attention(part.data(), got.data(), n, *gpu_cache);
+        worst = std::max(worst, rel_l2(got, want));
+        t0 += n;
+      }
+      expect(worst < attention_tol && gpu_cache->length == T,
+             fmt::format("{}: attention with a KV cache, prefill of {} then {} decode steps: worst relative L2 {:.3g}",
+                         tag, prompt, T - prompt, worst));
+    }
+    {
       const auto x = random_values(uint64_t{41} * model.cfg.width, rng, 3.0f);
       std::vector<float> want(x.size()), got(x.size());
       layer_norm(x.data(), want.data(), 41, model.cfg.width, model.blocks[0].ln_1, model.cfg.eps);
