@@ -1,252 +1,24 @@
-#include <unistd.h>
-
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "run_args.hpp"
-#include "tessera/backends/accel_backend.hpp"
+#include "run_report.hpp"
 #include "tessera/backends/cpu_backend.hpp"
-#include "tessera/backends/cuda_backend.hpp"
-#include "tessera/backends/gpu_projection.hpp"
-#include "tessera/driver/health.hpp"
-#include "tessera/driver/trace.hpp"
 #include "tessera/io/npy.hpp"
 #include "tessera/parallel/comm.hpp"
 #include "tessera/runtime/transformer.hpp"
 
 namespace po = boost::program_options;
 
-namespace tessera {
-
-// Op records and traffic travel between the ranks of a run as JSON (gather below).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes, write_bytes, projected_cycles,
-                                   projected_seconds)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cost, phases,
-                                   rank)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommStats, bytes_sent, bytes_received, messages, gpu_bytes_sent, seconds)
-
-}  // namespace tessera
-
 namespace tessera::cli {
 
 namespace {
-
-// The plan's devices, opened: accelerators only after they pass their quick health check.
-struct Devices {
-  std::vector<std::shared_ptr<driver::Device>> engines;
-  std::vector<std::pair<std::shared_ptr<driver::Device>, std::shared_ptr<driver::TraceRecorder>>> recorders;
-  std::vector<std::unique_ptr<MatmulBackend>> backends;
-  std::map<std::string, MatmulBackend*> by_spec;   // by the plan's label
-  std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
-  std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
-  std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
-  std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
-
-  // How a device's time is known: measured, from its cycles, or projected.
-  std::string time_kind(const std::string& device) const {
-    return macs_per_cycle.count(device) ? "cycles / clock" : projected.count(device) ? "projected" : "measured";
-  }
-
-  // This process's devices (`rank`'s). A device that fails its quick check is an error here, or,
-  // with `failures`, a line added there so that every rank can hear of it first.
-  Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std::string>* failures = nullptr) {
-    for (const auto& st : plan.stages)
-      for (const auto& d : st.devices) {
-        if (d.rank != rank) continue;
-        if (d.kind == "cpu") {
-          backends.push_back(std::make_unique<CpuBackend>());
-        } else if (d.kind == "cuda") {
-          // A GPU that is there is measured; one that is not (or one asked to be projected) is
-          // computed on the host and projected.
-          std::string why_not = "projected=1 asks for a projection";
-          if (auto gpu = d.projected ? nullptr
-                                     : make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
-            gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
-            backends.push_back(std::move(gpu));
-          } else {
-            const GpuPeaks& peaks = gpu_peaks(d.gpu);
-            projected[d.label] = fmt::format("{} ({})", peaks.description, why_not);
-            backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
-          }
-        } else {
-          // Checked in place: the device that passed is the one the run uses.
-          const auto spec = driver::DeviceSpec::parse(d.spec);
-          std::shared_ptr<driver::Device> dev;
-          try {
-            dev = std::make_shared<driver::Device>(spec);
-          } catch (const driver::DeviceError&) {
-            // The checks' open step tries again and reports why it cannot.
-          }
-          const auto health = driver::run_health_checks(spec, {}, dev);
-          if (health.result != driver::Verdict::kPass) {
-            std::string why;
-            for (const auto& t : health.tests)
-              if (t.result != driver::Verdict::kPass) why += fmt::format("; {} {}: {}", t.name, driver::to_string(t.result), t.detail);
-            const std::string failure = fmt::format("{} failed its quick health check and is not used{}", d.label, why);
-            if (!failures) throw driver::DeviceError(failure);
-            failures->push_back(failure);
-            continue;
-          }
-          engines.push_back(dev ? std::move(dev) : std::make_shared<driver::Device>(spec));
-          if (!ra.capture_dir.empty()) {
-            // One trace per accelerator, named after its spec: DIR/rtl_0_preset_small.
-            std::string name = d.spec;
-            std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
-            recorders.emplace_back(engines.back(), std::make_shared<driver::TraceRecorder>(ra.capture_dir + "/" + name));
-            engines.back()->capture(recorders.back().second);
-          }
-          const auto& p = engines.back()->properties();
-          macs_per_cycle[d.label] = uint64_t{p.rows} * p.cols;
-          auto accel = std::make_unique<AccelBackend>(*engines.back());
-          if (ra.project_rows) {
-            // The same engine and memory system (the default one) with another array.
-            EngineConfig what_if = p.engine();
-            what_if.rows = ra.project_rows;
-            what_if.cols = ra.project_cols;
-            accel->project(what_if, MemoryModelConfig{});
-          }
-          backends.push_back(std::move(accel));
-        }
-        by_spec[d.label] = backends.back().get();
-        label_of[backends.back()->name()] = d.label;
-      }
-  }
-};
-
-// The run as it happened, in wall time: a process per device (the host first), one slice per
-// op, with what the op cost on the device in its arguments.
-void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
-                 const std::map<std::string, uint64_t>& accelerators) {
-  nlohmann::json events = nlohmann::json::array();
-  std::map<std::string, int> pid = {{"host", 0}};
-  for (const auto& r : log) pid.try_emplace(r.device, static_cast<int>(pid.size()));
-  constexpr int kOps = 0, kCompute = 1, kDma = 2;  // a device's tracks
-  for (const auto& [name, id] : pid) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", id}, {"tid", 0},
-                      {"args", {{"name", name == "host" ? "host (LayerNorm, softmax, GELU, residuals)" : name}}}});
-    for (const auto& [tid, track] : {std::pair{kOps, "ops"}, {kCompute, "compute"}, {kDma, "DMA"}})
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", id}, {"tid", tid}, {"args", {{"name", track}}}});
-  }
-  for (const auto& r : log) {
-    nlohmann::json args = {{"stage", r.stage}, {"layer", r.layer}, {"microbatch", r.microbatch}};
-    if (r.cost.macs) args["macs"] = r.cost.macs;
-    if (accelerators.count(r.device)) {
-      args["cycles"] = r.cost.cycles;
-      args["device_us"] = double(r.cost.cycles) / clock_mhz;
-      args["bytes"] = r.cost.read_bytes + r.cost.write_bytes;
-    }
-    events.push_back({{"ph", "X"}, {"name", r.op}, {"cat", r.device == "host" ? "host" : "compute"},
-                      {"pid", pid.at(r.device)}, {"tid", kOps}, {"ts", r.start * 1e6}, {"dur", r.seconds * 1e6},
-                      {"args", args}});
-    for (const auto& ph : r.phases)
-      events.push_back({{"ph", "X"}, {"name", ph.name}, {"cat", ph.track}, {"pid", pid.at(r.device)},
-                        {"tid", ph.track == "dma" ? kDma : kCompute}, {"ts", ph.start * 1e6}, {"dur", ph.seconds * 1e6},
-                        {"args", {{"op", r.op}, {"layer", r.layer}}}});
-  }
-  std::ofstream out(path);
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  if (!out) throw std::runtime_error(fmt::format("cannot write the trace to {}", path));
-}
-
-struct OpRow {
-  std::string device, op;
-  uint64_t calls = 0;
-  double seconds = 0;  // on the device's time: measured, cycles / clock, or projected
-  MatmulStats cost;
-  std::string time_kind;           // Devices::time_kind
-  double utilization = -1;         // accelerators: MACs / (cycles x R x C); -1 elsewhere
-  double projected_utilization = 0;  // the what-if array's, where it ran
-};
-
-// One rank of a multi-process run, for the report.
-struct RankSummary {
-  int rank = 0;
-  std::vector<std::string> devices;
-  CommStats traffic;
-  uint64_t predicted_sent = 0;  // what the plan says it sends
-  double compute_seconds = 0;   // its devices' time, on their clocks
-};
-
-// What a run did, computed once from its op records; print_json, print_csv and print_text only
-// format it.
-struct RunSummary {
-  std::vector<OpRow> rows;  // per device and op, in the order they first ran
-  std::vector<std::string> devices;            // the plan's, by label
-  std::map<std::string, std::string> projected;  // GPUs projected, and from what
-  double makespan = 0;      // on the devices' clocks over the GPipe schedule
-  double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
-  uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;
-  Numerics numerics;
-  std::string mpi_library;  // multi-process runs: the library and a row per rank (process)
-  std::vector<RankSummary> ranks;
-};
-
-
-// Brings every rank's op records, device kinds and traffic to every rank (rank 0 reports them).
-// Host and communication records are named after their rank: r1:host, r1:comm.
-std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra) {
-  nlohmann::json mine = {{"ops", nlohmann::json::array()}, {"accelerators", devs.macs_per_cycle},
-                         {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
-  for (OpRecord r : log) {
-    if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
-    mine["ops"].push_back(r);
-  }
-  for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
-  mine["traffic"] = comm.stats();
-  std::vector<RankSummary> ranks;
-  log.clear();
-  int rank = 0;
-  for (const std::string& text : comm.allgather(mine.dump())) {
-    const auto j = nlohmann::json::parse(text);
-    for (const auto& op : j["ops"]) log.push_back(op.get<OpRecord>());
-    for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
-    for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
-    ranks.push_back({rank++, j["devices"], j["traffic"].get<CommStats>(), 0, 0});
-  }
-  return ranks;
-}
-
-// What the plan says each rank sends: per microbatch, two all-reduces of the activations per layer
-// in a stage that spans ranks (a ring all-reduce sends 2 (n - 1) / n of them), one activation
-// transfer from each stage's first rank to the next stage's ranks that lack them; then the logits.
-void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const RunArgs& ra, const Gpt2Config& cfg) {
-  const uint64_t row_bytes = uint64_t{cfg.width} * 4, tokens = uint64_t{ra.batch} * ra.seq;
-  std::vector<std::vector<int>> members;
-  for (const Stage& st : plan.stages) {
-    std::vector<int> m;
-    for (const PlanDevice& d : st.devices) m.push_back(d.rank);
-    std::sort(m.begin(), m.end());
-    m.erase(std::unique(m.begin(), m.end()), m.end());
-    members.push_back(m);
-  }
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    const uint64_t n = members[s].size(), layers = plan.stages[s].last - plan.stages[s].first + 1;
-    if (n > 1)
-      for (int r : members[s]) ranks[r].predicted_sent += 2 * layers * tokens * row_bytes * 2 * (n - 1) / n;
-    if (s + 1 < plan.stages.size())
-      for (int r : members[s + 1])
-        if (!std::binary_search(members[s].begin(), members[s].end(), r))
-          ranks[members[s].front()].predicted_sent += tokens * row_bytes;
-  }
-  // The logits: summed over the last stage's ranks, then sent by its first rank to rank 0.
-  const uint64_t logits = tokens * cfg.vocab * 4, n = members.back().size();
-  if (n > 1)
-    for (int r : members.back()) ranks[r].predicted_sent += logits * 2 * (n - 1) / n;
-  if (members.back().front() != 0) ranks[members.back().front()].predicted_sent += logits;
-}
 
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me);
 
@@ -289,262 +61,30 @@ int run(const std::vector<std::string>& args) {
 
 namespace {
 
-// The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
-RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
-                     std::vector<RankSummary> ranks, const Gpt2Config& cfg) {
-  RunSummary sum;
-  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
-  auto device_seconds = [&](const OpRecord& r) {
-    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
-    if (devs.projected.count(r.device)) return r.cost.projected_seconds;
-    return r.seconds;
-  };
-  // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
-  // slowest device, counting the host ops done for that device's shard).
-  std::map<std::pair<std::string, std::string>, size_t> index;
-  const size_t P = ra.plan.stages.size(), M = ra.microbatches;
-  // busy[s][j][rank]: a rank's shared host and communication work on stage s, microbatch j, and
-  // each of its devices' lanes.
-  struct RankTime {
-    double shared = 0;
-    std::map<std::string, double> lanes;
-  };
-  std::vector<std::vector<std::map<int, RankTime>>> busy(P, std::vector<std::map<int, RankTime>>(M));
-  auto shared = [](const OpRecord& r) {
-    return r.lane.empty() && (r.device == "host" || r.device == "comm" || r.device.ends_with(":host") ||
-                              r.device.ends_with(":comm"));
-  };
-  for (const OpRecord& r : log) {
-    auto [it, fresh] = index.try_emplace({r.device, r.op}, sum.rows.size());
-    if (fresh) sum.rows.push_back(OpRow{r.device, r.op, 0, 0, {}, devs.time_kind(r.device)});
-    OpRow& row = sum.rows[it->second];
-    ++row.calls;
-    row.seconds += device_seconds(r);
-    row.cost += r.cost;
-    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
-    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
-    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
-    RankTime& t = busy[r.stage][r.microbatch][r.rank];
-    if (shared(r))
-      t.shared += device_seconds(r);
-    else
-      t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
-  }
-  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
-  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
-  // stages over the makespan.
-  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
-  double busy_total = 0;
-  for (size_t s = 0; s < P; ++s)
-    for (size_t j = 0; j < M; ++j) {
-      double d = 0;
-      for (const auto& [rank, t] : busy[s][j]) {
-        double slowest = 0;
-        for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
-        d = std::max(d, t.shared + slowest);
-      }
-      busy_total += d;
-      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
-    }
-  sum.makespan = finish[P - 1][M - 1];
-  sum.bubble = sum.makespan > 0 ? 1 - busy_total / (double(P) * sum.makespan) : 0;
-  sum.theoretical_bubble = ra.plan.expected_bubble(ra.microbatches);
-
-  const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
-  for (OpRow& r : sum.rows) {
-    sum.macs += r.cost.macs;
-    sum.cycles += r.cost.cycles;
-    sum.bytes += r.cost.read_bytes + r.cost.write_bytes;
-    sum.projected_cycles += r.cost.projected_cycles;
-    if (const auto it = devs.macs_per_cycle.find(r.device); it != devs.macs_per_cycle.end() && r.cost.cycles)
-      r.utilization = double(r.cost.macs) / double(r.cost.cycles * it->second);
-    if (r.cost.projected_cycles)
-      r.projected_utilization = double(r.cost.macs) / double(r.cost.projected_cycles * what_if_macs_per_cycle);
-  }
-  for (const auto& [spec, b] : devs.by_spec) sum.devices.push_back(spec);
-  sum.projected = devs.projected;
-
-  // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
-  std::map<int, double> compute;
-  for (const OpRecord& r : log)
-    if (!shared(r) && r.device != "host") compute[r.rank] += device_seconds(r);
-  if (!ranks.empty()) predict_traffic(ranks, ra.plan, ra, cfg);
-  for (RankSummary& r : ranks) r.compute_seconds = compute[r.rank];
-  sum.ranks = std::move(ranks);
-  return sum;
-}
-
-void print_json(const RunSummary& sum, const RunArgs& ra) {
-  const bool what_if = ra.project_rows > 0;
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const auto& r : sum.rows) {
-    nlohmann::ordered_json o = {{"device", r.device}, {"op", r.op}, {"calls", r.calls},
-                                {"seconds", r.seconds}, {"time", r.time_kind},
-                                {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
-                                {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
-    if (r.utilization >= 0) o["utilization"] = r.utilization;
-    if (what_if && r.cost.projected_cycles)
-      o["projected"] = {{"cycles", r.cost.projected_cycles},
-                        {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
-                        {"utilization", r.projected_utilization}};
-    ops.push_back(o);
-  }
-  const Numerics& num = sum.numerics;
-  nlohmann::ordered_json j = {
-      {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", sum.devices},
-      {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
-      {"ops", ops},
-      {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
-                    {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
-      {"bubble", {{"measured", sum.bubble}, {"theoretical", sum.theoretical_bubble}}},
-      {"totals", {{"seconds", sum.makespan}, {"macs", sum.macs}, {"cycles", sum.cycles}, {"bytes", sum.bytes},
-                  {"wall_seconds", sum.wall_seconds}}}};
-  if (what_if)
-    j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
-                       {"cycles", sum.projected_cycles},
-                       {"seconds", double(sum.projected_cycles) / (ra.project_clock_mhz * 1e6)},
-                       {"accelerator_seconds", double(sum.cycles) / (ra.clock_mhz * 1e6)}};
-  if (!sum.ranks.empty()) {
-    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-    for (const RankSummary& r : sum.ranks)
-      ranks.push_back({{"rank", r.rank}, {"devices", r.devices}, {"compute_seconds", r.compute_seconds},
-                       {"comm_seconds", r.traffic.seconds}, {"bytes_sent", r.traffic.bytes_sent},
-                       {"gpu_bytes_sent", r.traffic.gpu_bytes_sent}, {"bytes_received", r.traffic.bytes_received},
-                       {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
-    j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.ranks.size()}, {"ranks", ranks}};
-  }
-  std::cout << j.dump(2) << "\n";
-}
-
-void print_csv(const RunSummary& sum, const RunArgs& ra) {
-  std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
-  for (const auto& r : sum.rows)
-    std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
-                             r.time_kind, r.cost.cycles,
-                             r.cost.macs, r.utilization >= 0 ? fmt::format("{:.4f}", r.utilization) : "",
-                             r.cost.read_bytes + r.cost.write_bytes,
-                             r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
-                             r.cost.projected_cycles
-                                 ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
-                                 : "");
-}
-
-void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg) {
-  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
-                           "accelerator clock {} MHz\n\n",
-                           ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq,
-                           ra.microbatches, ra.clock_mhz);
-  std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
-                           "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
-  for (const auto& r : sum.rows)
-    std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", r.device, r.op, r.calls,
-                             r.seconds * 1e3, r.time_kind,
-                             r.cost.cycles ? std::to_string(r.cost.cycles) : "-", r.cost.macs ? std::to_string(r.cost.macs) : "-",
-                             r.utilization >= 0 ? fmt::format("{:.3f}", r.utilization) : "-",
-                             r.cost.read_bytes + r.cost.write_bytes ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
-  std::cout << fmt::format("\ntotal: {:.3f} ms on the devices' clocks over the pipeline schedule, {} MACs, {} "
-                           "accelerator cycles, {} bytes moved; {:.2f} s of wall time\n",
-                           sum.makespan * 1e3, sum.macs, sum.cycles, sum.bytes, sum.wall_seconds);
-  for (const auto& [spec, gpu] : sum.projected)
-    std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
-                             "computed on the host with its precision's numerics\n",
-                             spec, gpu);
-  if (ra.project_rows > 0) {
-    std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
-                             "system)\n",
-                             ra.project_rows, ra.project_cols, ra.project_clock_mhz);
-    for (const auto& r : sum.rows)
-      if (r.cost.projected_cycles)
-        std::cout << fmt::format("  {:<28} {:<16} {:>12} cycles {:>10.3f} ms  utilization {:.3f}\n", r.device, r.op,
-                                 r.cost.projected_cycles, r.cost.projected_cycles / (ra.project_clock_mhz * 1e3),
-                                 r.projected_utilization);
-    std::cout << fmt::format("  accelerator total: {:.3f} ms projected, {:.3f} ms as run\n",
-                             sum.projected_cycles / (ra.project_clock_mhz * 1e3), sum.cycles / (ra.clock_mhz * 1e3));
-  }
-  if (!sum.ranks.empty()) {
-    std::cout << fmt::format("\n{} processes ({}); traffic per rank, measured and as the plan predicts it:\n",
-                             sum.ranks.size(), sum.mpi_library);
-    std::cout << fmt::format("{:<6} {:<40} {:>12} {:>10} {:>12} {:>14} {:>12}\n", "RANK", "DEVICES", "COMPUTE (ms)",
-                             "COMM (ms)", "BYTES SENT", "PREDICTED", "GPU TO GPU");
-    for (const RankSummary& r : sum.ranks) {
-      std::string names;
-      for (const auto& d : r.devices) names += (names.empty() ? "" : "+") + d;
-      std::cout << fmt::format("{:<6} {:<40} {:>12.4g} {:>10.4g} {:>12} {:>14} {:>12}\n", r.rank, names,
-                               r.compute_seconds * 1e3, r.traffic.seconds * 1e3, r.traffic.bytes_sent, r.predicted_sent,
-                               r.traffic.gpu_bytes_sent);
-    }
-  }
-  const Numerics& num = sum.numerics;
-  std::cout << fmt::format("bubble: {:.3f} from the ops' times on a GPipe schedule, {:.3f} in theory ((p - 1) / (m + p - 1))\n",
-                           sum.bubble, sum.theoretical_bubble);
-  std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
-                           "top-1 agreement {:.3f}\n",
-                           num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
-}
-
-// Runs the plan's devices of rank `me` and, on rank 0, reports the whole run.
 int report(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_t>& tokens, Comm* comm, int me) {
-  std::vector<std::string> failures;
-  Devices devs(ra.plan, ra, me, comm ? &failures : nullptr);
-  std::map<std::string, std::pair<int, std::string>> gpus = devs.gpus;  // every rank's
-  if (comm) {
-    // Every rank hears of every failed health check before any starts, and stops; and of the GPUs
-    // that are there, which can talk GPU to GPU.
-    std::string all;
-    for (const std::string& text : comm->allgather(nlohmann::json{failures, devs.gpus}.dump())) {
-      const auto j = nlohmann::json::parse(text);
-      for (const std::string& f : j[0].get<std::vector<std::string>>()) all += "\n  " + f;
-      for (const auto& [label, gpu] : j[1].items()) gpus[label] = gpu;
-    }
-    // NCCL takes a GPU per rank: devices that share one (the same UUID) stay on MPI.
-    std::map<std::string, int> sharing;
-    for (const auto& [label, gpu] : gpus) ++sharing[gpu.second];
-    std::erase_if(gpus, [&](const auto& g) { return g.second.second.empty() || sharing[g.second.second] > 1; });
-    if (!all.empty()) {
-      if (me == 0) std::cerr << fmt::format("tessera run: devices failed on this run's ranks, nothing ran:{}\n", all);
-      return 1;
-    }
-  }
-  std::vector<StageShards> stages;
-  for (const auto& st : ra.plan.stages) {
-    StageShards s{st.first, st.last, {}};
-    for (const auto& d : st.devices)
-      s.shards.push_back({d.rank == me ? devs.by_spec.at(d.label) : nullptr, d.head_begin, d.heads, d.mlp_begin, d.mlp,
-                          d.vocab_begin, d.vocab, d.rank, gpus.count(d.label) ? gpus.at(d.label).first : -1});
-    stages.push_back(std::move(s));
-  }
-  Pipeline pipeline(model, stages, comm);
-  // Simulations can take a while: a terminal sees where they are.
-  std::mutex progress_mu;
-  if (::isatty(STDERR_FILENO))
-    pipeline.on_layer = [&](size_t stage, uint32_t layer, uint32_t mb) {
-      std::lock_guard lock(progress_mu);
-      std::cerr << fmt::format("\r  stage {} layer {} microbatch {} of {} ...   ", stage, layer, mb + 1, ra.microbatches)
-                << std::flush;
-    };
+  const auto devs = open_devices(ra, comm, me, "run");
+  if (!devs) return 1;
+  Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
+  show_progress(pipeline, ra.microbatches);  // simulations can take a while
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
-  for (const auto& [dev, recorder] : devs.recorders) recorder->finish(*dev);
+  for (const auto& [dev, recorder] : devs->recorders) recorder->finish(*dev);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (pipeline.on_layer) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
-  std::vector<OpRecord> log = pipeline.log();
-  for (OpRecord& r : log) {  // devices by their labels in the plan
-    if (auto it = devs.label_of.find(r.device); it != devs.label_of.end()) r.device = it->second;
-    if (auto it = devs.label_of.find(r.lane); it != devs.label_of.end()) r.lane = it->second;
-  }
+  clear_progress(pipeline);
+  std::vector<OpRecord> log = labelled_log(pipeline, *devs);
   std::vector<RankSummary> ranks;
   if (comm) {
     // Rank 0 reports: every rank's records, devices and traffic come to it.
-    ranks = gather(*comm, log, devs, ra);
+    ranks = gather(*comm, log, *devs, ra);
     if (me != 0) return 0;
   }
-  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs.macs_per_cycle);
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs->macs_per_cycle);
   if (!ra.dump_dir.empty()) {
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
   }
   CpuBackend reference;
-  RunSummary sum = summarize(ra, devs, log, std::move(ranks), model.cfg);
+  RunSummary sum = summarize(ra, *devs, log, std::move(ranks), model.cfg);
   sum.numerics = compare_logits(logits, forward(model, tokens, ra.batch, ra.seq, reference), model.cfg.vocab);
   sum.wall_seconds = wall;
   if (comm) sum.mpi_library = comm->library();

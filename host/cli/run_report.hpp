@@ -1,0 +1,106 @@
+// What `tessera run` and `tessera generate` share: the plan's devices opened and health-checked,
+// the pipeline's stages over them, and the report of what the ops cost (per device and op, the
+// schedule and bubble, per-rank traffic; text, JSON, CSV and Chrome trace).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "run_args.hpp"
+#include "tessera/backends/matmul_backend.hpp"
+#include "tessera/driver/device.hpp"
+#include "tessera/driver/trace.hpp"
+#include "tessera/parallel/comm.hpp"
+#include "tessera/runtime/transformer.hpp"
+
+namespace tessera::cli {
+
+
+// The plan's devices, opened: accelerators only after they pass their quick health check.
+struct Devices {
+  std::vector<std::shared_ptr<driver::Device>> engines;
+  std::vector<std::pair<std::shared_ptr<driver::Device>, std::shared_ptr<driver::TraceRecorder>>> recorders;
+  std::vector<std::unique_ptr<MatmulBackend>> backends;
+  std::map<std::string, MatmulBackend*> by_spec;   // by the plan's label
+  std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
+  std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
+  std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
+  std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
+
+  // How a device's time is known: measured, from its cycles, or projected.
+  std::string time_kind(const std::string& device) const {
+    return macs_per_cycle.count(device) ? "cycles / clock" : projected.count(device) ? "projected" : "measured";
+  }
+
+  // This process's devices (`rank`'s). A device that fails its quick check is an error here, or,
+  // with `failures`, a line added there so that every rank can hear of it first.
+  Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std::string>* failures = nullptr);
+  std::map<std::string, int> nccl_gpu;  // every rank's GPUs that can talk GPU to GPU: their CUDA device
+};
+
+// This rank's devices, opened and checked. With a Comm, every rank hears of every failed check, and
+// of the GPUs present (NCCL pairs ranks that each have one), before any starts. nullptr when a
+// device failed: rank 0 has said which on stderr, and the command exits 1.
+std::unique_ptr<Devices> open_devices(const RunArgs& ra, Comm* comm, int me, std::string_view command);
+// The plan's stages over them, the shards of other ranks without a backend.
+std::vector<StageShards> stage_shards(const Plan& plan, const Devices& devs, int me);
+// Where a terminal is watching: the stage, layer and microbatch as the pipeline runs them.
+void show_progress(Pipeline& pipeline, uint32_t microbatches);
+void clear_progress(const Pipeline& pipeline);
+// The pipeline's records from `from` on, devices by their labels in the plan.
+std::vector<OpRecord> labelled_log(const Pipeline& pipeline, const Devices& devs, size_t from = 0);
+
+struct OpRow {
+  std::string device, op;
+  uint64_t calls = 0;
+  double seconds = 0;  // on the device's time: measured, cycles / clock, or projected
+  MatmulStats cost;
+  std::string time_kind;           // Devices::time_kind
+  double utilization = -1;         // accelerators: MACs / (cycles x R x C); -1 elsewhere
+  double projected_utilization = 0;  // the what-if array's, where it ran
+};
+
+// One rank of a multi-process run, for the report.
+struct RankSummary {
+  int rank = 0;
+  std::vector<std::string> devices;
+  CommStats traffic;
+  uint64_t predicted_sent = 0;  // what the plan says it sends
+  double compute_seconds = 0;   // its devices' time, on their clocks
+};
+
+// What a run did, computed once from its op records; print_json, print_csv and print_text only
+// format it.
+struct RunSummary {
+  std::vector<OpRow> rows;  // per device and op, in the order they first ran
+  std::vector<std::string> devices;            // the plan's, by label
+  std::map<std::string, std::string> projected;  // GPUs projected, and from what
+  double makespan = 0;      // on the devices' clocks over the GPipe schedule
+  double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
+  uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;
+  Numerics numerics;
+  std::string mpi_library;  // multi-process runs: the library and a row per rank (process)
+  std::vector<RankSummary> ranks;
+};
+
+
+
+// Brings every rank's op records, device kinds and traffic to every rank (rank 0 reports them).
+// Host and communication records are named after their rank: r1:host, r1:comm.
+std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra);
+// The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
+RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
+                     std::vector<RankSummary> ranks, const Gpt2Config& cfg);
+// The run as it happened, in wall time (Chrome trace events).
+void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
+                 const std::map<std::string, uint64_t>& accelerators);
+void print_json(const RunSummary& sum, const RunArgs& ra);
+void print_csv(const RunSummary& sum, const RunArgs& ra);
+void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg);
+
+}  // namespace tessera::cli
