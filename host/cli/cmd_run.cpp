@@ -36,27 +36,12 @@ int run(const std::vector<std::string>& args) {
   if (!parsed) return 0;
   ra.finish(*parsed);
   // Under mpirun every process runs this, each with the plan's devices of its rank.
-  std::unique_ptr<Comm> comm;
-  if (launched_by_mpi()) {
-    std::string why_not;
-    comm = make_mpi_comm(nullptr, nullptr, why_not);
-    if (!comm) throw driver::UsageError(fmt::format("started by an MPI launcher, but {}", why_not));
-    if (comm->size() == 1) comm.reset();
-  }
-  const int world = comm ? comm->size() : 1, me = comm ? comm->rank() : 0;
-  ra.plan.assign_ranks(world);
+  const std::unique_ptr<Comm> comm = mpi_world();
+  ra.plan.assign_ranks(comm ? comm->size() : 1);
   const std::vector<int32_t> tokens = ra.tokens();
   const Gpt2Model model = ra.load_model();
   check_tokens(model.cfg, tokens, ra.batch, ra.seq);
-  if (!comm) return report(ra, model, tokens, nullptr, 0);
-  try {
-    return report(ra, model, tokens, comm.get(), me);
-  } catch (const std::exception& e) {
-    // One rank cannot go on: say so and end every rank, rather than leave them waiting.
-    std::cerr << fmt::format("tessera run: rank {} of {}: {}\n", me, world, e.what()) << std::flush;
-    comm->abort(1);
-  }
-  return 1;  // not reached: abort ends the process
+  return on_every_rank(comm.get(), "run", [&](int me) { return report(ra, model, tokens, comm.get(), me); });
 }
 
 namespace {

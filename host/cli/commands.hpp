@@ -20,5 +20,6 @@ int plan(const std::vector<std::string>& args);
 int run(const std::vector<std::string>& args);
 int replay(const std::vector<std::string>& args);
 int tokenize(const std::vector<std::string>& args);
+int generate(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -36,7 +36,7 @@ void RunArgs::add_options(po::options_description& opts) {
 
 void RunArgs::finish(const po::variables_map& vm) {
   if (json && csv) throw std::invalid_argument("give --json or --csv, not both");
-  if (!tokens_text.empty() && (vm.count("seq") || !vm["batch"].defaulted()))
+  if (!tokens_text.empty() && (vm.count("seq") || (vm.count("batch") && !vm["batch"].defaulted())))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
   if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
   if (!project_array.empty()) {

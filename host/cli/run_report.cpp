@@ -29,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes,
                                    projected_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cost, phases,
-                                   rank)
+                                   rank, step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommStats, bytes_sent, bytes_received, messages, gpu_bytes_sent, seconds)
 
 }  // namespace tessera
@@ -97,6 +97,27 @@ Devices::Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std:
       by_spec[d.label] = backends.back().get();
       label_of[backends.back()->name()] = d.label;
     }
+}
+
+std::unique_ptr<Comm> mpi_world() {
+  if (!launched_by_mpi()) return nullptr;
+  std::string why_not;
+  auto comm = make_mpi_comm(nullptr, nullptr, why_not);
+  if (!comm) throw driver::UsageError(fmt::format("started by an MPI launcher, but {}", why_not));
+  if (comm->size() == 1) comm.reset();
+  return comm;
+}
+
+int on_every_rank(Comm* comm, std::string_view command, const std::function<int(int)>& fn) {
+  if (!comm) return fn(0);
+  try {
+    return fn(comm->rank());
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("tessera {}: rank {} of {}: {}\n", command, comm->rank(), comm->size(), e.what())
+              << std::flush;
+    comm->abort(1);
+  }
+  return 1;  // not reached: abort ends the process
 }
 
 std::unique_ptr<Devices> open_devices(const RunArgs& ra, Comm* comm, int me, std::string_view command) {

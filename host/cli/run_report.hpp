@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,6 +43,12 @@ struct Devices {
   Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std::string>* failures = nullptr);
   std::map<std::string, int> nccl_gpu;  // every rank's GPUs that can talk GPU to GPU: their CUDA device
 };
+
+// The MPI world where mpirun started this process and it has more than one rank; else none.
+std::unique_ptr<Comm> mpi_world();
+// fn(rank) on this process; an error on one rank of several is said with its rank and ends them all
+// (rather than leave the others waiting).
+int on_every_rank(Comm* comm, std::string_view command, const std::function<int(int)>& fn);
 
 // This rank's devices, opened and checked. With a Comm, every rank hears of every failed check, and
 // of the GPUs present (NCCL pairs ranks that each have one), before any starts. nullptr when a

@@ -216,7 +216,7 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
           caches_[{s, l, i, j}] = sh.backend->make_kv_cache(microbatch_sizes_[j], sh.heads, cfg.head_dim(), capacity);
     }
   capacity_ = capacity;
-  position_ = 0;
+  position_ = steps_ = 0;
 }
 
 void Pipeline::end() {
@@ -253,6 +253,7 @@ std::vector<float> Pipeline::step(std::span<const int32_t> tokens, uint32_t n, b
   }
   run(mbs, logits);
   position_ += n;
+  ++steps_;
   return logits;
 }
 
@@ -336,7 +337,7 @@ void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, ui
   fn();
   OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = microbatch, .device = "comm", .lane = {},
                .op = op, .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
-               .cost = {}, .phases = {}, .rank = comm_->rank()};
+               .cost = {}, .phases = {}, .rank = comm_->rank(), .step = steps_};
   (op == std::string("recv") ? rec.cost.read_bytes : rec.cost.write_bytes) = bytes;
   log.push_back(std::move(rec));
 }
@@ -497,7 +498,7 @@ class Pipeline::StageRun {
     fn(b);
     OpRecord rec{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = b.name(),
                  .lane = {}, .op = op, .start = since_epoch(start), .seconds = since(start),
-                 .cost = b.stats() - before, .phases = {}, .rank = rank_};
+                 .cost = b.stats() - before, .phases = {}, .rank = rank_, .step = p_.steps_};
     for (const Phase& ph : b.take_phases())
       rec.phases.push_back({ph.track, ph.name, since_epoch(ph.start), ph.seconds});
     return shard_log_[i].emplace_back(std::move(rec));
@@ -506,7 +507,7 @@ class Pipeline::StageRun {
   OpRecord host_record(int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) const {
     return OpRecord{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = "host",
                     .lane = std::move(lane), .op = op, .start = since_epoch(start), .seconds = seconds, .cost = {},
-                    .phases = {}, .rank = rank_};
+                    .phases = {}, .rank = rank_, .step = p_.steps_};
   }
   // A host op of the whole stage, from `start` until now.
   void host(int layer, const char* op, Clock::time_point start) {

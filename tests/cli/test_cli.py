@@ -117,6 +117,16 @@ for args, needle in [
     (("run", "--model", "random:2,x,3", "--plan", "0-1@cpu"), "random:LAYERS"),
     (("run", "--plan", "0-1@model", "--project-array", "64"), "RxC"),
     (("run", "--plan", "0-1@model", "--project-clock-mhz", "900"), "needs --project-array"),
+    (("generate", "--plan", "0-1@cpu"), "give --prompt or --tokens"),
+    (("generate", "--plan", "0-1@cpu", "--prompt", "hi"), "needs a tokenizer"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", "1,2", "--max-new-tokens", "300"), "positions"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", ",".join(["1"] * 300)), "positions"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", "1,600"), "outside the vocabulary"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", "1", "--temperature", "-1"), "--temperature"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", "1", "--top-p", "2"), "--top-p"),
+    (("generate", "--plan", "0-1@cpu", "--tokens", "1", "--tokenizer", "/nonexistent"), "no tokenizer in"),
+    (("generate", "--model", "random:2,64,2,1000", "--tokenizer", GPT2_TOKENIZER, "--prompt", "x", "--plan", "0-1@cpu"),
+     "more than the model's vocabulary"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER), "one of --text, --file or --decode"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "a", "--decode", "1"), "one of --text"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", "464,50257"), "outside the vocabulary"),
@@ -126,7 +136,7 @@ for args, needle in [
 ]:
     r = run(*args)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    check(f"bad usage {' '.join(args) or '(none)'}: exit 2 with a message naming '{needle}'",
+    check(f"bad usage {' '.join(args)[:150] or '(none)'}: exit 2 with a message naming '{needle}'",
           r.returncode == 2 and lines and needle in r.stderr, f"rc={r.returncode} stderr={r.stderr!r}")
 
 r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "The dog")
@@ -137,6 +147,34 @@ check("tokenize --json: ids and their tokens", j.get("ids") and len(j["ids"]) ==
       and "".join(j["tokens"]) == "naïve café", r.stdout + r.stderr)
 r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", ",".join(map(str, j.get("ids", []))))
 check("tokenize --decode: the text back, as it is", r.returncode == 0 and r.stdout == "naïve café", r.stdout + r.stderr)
+
+GENERATE_KEYS = {"text", "prompt_ids", "generated_ids", "ttft_s", "prefill", "decode", "ops", "reference", "stop"}
+r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
+        "--max-new-tokens", "6", "--plan", "0@model;1@cpu", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("generate --json: the contract keys", r.returncode == 0 and GENERATE_KEYS <= j.keys(), r.stderr + r.stdout[-300:])
+check("generate: the prompt's ids, six new ids, and their text",
+      j.get("prompt_ids") == [464, 3290] and len(j.get("generated_ids", [])) == 6 and isinstance(j.get("text"), str))
+check("generate: prefill and decode tokens, rates and latencies, each time labelled",
+      j.get("prefill", {}).get("tokens") == 2 and j.get("decode", {}).get("tokens") == 5
+      and j.get("decode", {}).get("tokens_per_s", 0) > 0 and {"median", "p90"} <= j.get("decode", {}).get("latency_ms", {}).keys()
+      and j.get("prefill", {}).get("time") and j.get("ttft_s") == j.get("prefill", {}).get("seconds"), str(j)[:800])
+check("generate: ops per phase and device, accelerator time from cycles",
+      {("prefill", "model:0"), ("decode", "model:0"), ("decode", "cpu")} <= {(o["phase"], o["device"]) for o in j.get("ops", [])}
+      and all(o["time"] == "cycles / clock" for o in j.get("ops", []) if o["device"] == "model:0"))
+check("generate: the CPU's ids beside them, with the first divergence (or none)",
+      "generated_ids" in j.get("reference", {}) and "first_divergence" in j.get("reference", {}))
+r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
+        "--max-new-tokens", "4", "--plan", "0-1@cpu", "--temperature", "0.9", "--top-k", "50", "--seed", "4")
+check("generate text: the prompt streamed with the new text, then the per-phase table and rates",
+      r.returncode == 0 and r.stdout.startswith("The dog") and "time to first token" in r.stdout
+      and "decode: 3 tokens" in r.stdout, r.stdout[-800:] + r.stderr)
+r2 = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
+         "--max-new-tokens", "4", "--plan", "0-1@cpu", "--temperature", "0.9", "--top-k", "50", "--seed", "4")
+check("generate: the same seed samples the same text", r.stdout.split("\n")[0] == r2.stdout.split("\n")[0])
+r = run("generate", "--tokens", "1,2,3", "--max-new-tokens", "3", "--plan", "0-1@model", "--csv")
+check("generate --csv: a row per phase, device and op", r.returncode == 0
+      and r.stdout.startswith("phase,device,op,calls,seconds,time") and "\ndecode,model:0,qkv," in r.stdout, r.stdout[:400])
 
 r = run("devices", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -35,14 +35,14 @@ MPIEXEC, TESSERA, WITH_RTL = sys.argv[1], sys.argv[2], sys.argv[3].upper() in ("
 GPU = "--gpu" in sys.argv[4:]
 
 
-def mpirun(n, *args, env=None):
+def mpirun(n, *args, env=None, command="run"):
     forward = [a for name in (env or {}) for a in ("-x", name)]  # local ranks get these too
-    return subprocess.run([MPIEXEC, "--allow-run-as-root", "--oversubscribe", *forward, "-np", str(n), TESSERA, "run",
+    return subprocess.run([MPIEXEC, "--allow-run-as-root", "--oversubscribe", *forward, "-np", str(n), TESSERA, command,
                            *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
 
 
-def single(*args, env=None):
-    return subprocess.run([TESSERA, "run", *args], capture_output=True, text=True, timeout=600,
+def single(*args, env=None, command="run"):
+    return subprocess.run([TESSERA, command, *args], capture_output=True, text=True, timeout=600,
                           env={**os.environ, **(env or {})})
 
 
@@ -111,6 +111,17 @@ def cpu_checks():
     if WITH_RTL:
         same_as_single("2 ranks, an RTL simulator each", 2, "0@r0:rtl?preset=small;1@r1:rtl?preset=small",
                        "0@rtl:0?preset=small;1@rtl:1?preset=small", True)
+
+    # Generation: every rank decodes with its KV caches; rank 0 samples and shares each token.
+    gen = ("--model", "random:2,64,4,300,64", "--tokens", "5,6,7,8", "--max-new-tokens", "12", "--temperature", "0.8",
+           "--seed", "3", "--json")
+    r = mpirun(2, "--plan", "0@r0:model:0+r1:model:1;1@r1:model:2", *gen, command="generate")
+    s1 = single("--plan", "0@model:0+model:1;1@model:2", *gen, command="generate")
+    j, k = (json.loads(x.stdout) if x.returncode == 0 else {} for x in (r, s1))
+    check("generate on 2 ranks (a stage sharded over both, then one): the ids of one process",
+          j.get("generated_ids") and j.get("generated_ids") == k.get("generated_ids")
+          and {o["device"] for o in j.get("ops", [])} >= {"r0:model:0", "r1:model:1", "r1:model:2"},
+          r.stderr + s1.stderr + str(j.get("generated_ids")) + str(k.get("generated_ids")))
 
     r = mpirun(2, "--plan", "0@model:0;1@model:1", "--json")
     j = json.loads(r.stdout) if r.returncode == 0 else {}

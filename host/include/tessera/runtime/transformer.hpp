@@ -55,6 +55,7 @@ struct OpRecord {
   };
   std::vector<Span> phases;   // DMA and compute within the op, where the backend tells them apart
   int rank = 0;               // the process it ran in; device "comm" records its communication
+  uint32_t step = 0;          // which step() of the generation started (forward: 0)
 };
 
 class ShardWorker;  // a stage's thread per shard (transformer.cpp)
@@ -140,7 +141,7 @@ class Pipeline {
   std::vector<Linear> vocab_;                              // the last stage's shards of wte, as [E, rows]
   std::vector<OpRecord> log_;
   std::vector<uint32_t> microbatch_sizes_;  // of the generation started
-  uint32_t position_ = 0, capacity_ = 0;
+  uint32_t position_ = 0, capacity_ = 0, steps_ = 0;  // steps_: step() calls since start()
   std::map<CacheKey, std::unique_ptr<KvCache>> caches_;
   // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
   std::vector<std::vector<std::unique_ptr<ShardWorker>>> workers_;

@@ -1,0 +1,296 @@
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <numeric>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <set>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "run_args.hpp"
+#include "run_report.hpp"
+#include "tessera/backends/cpu_backend.hpp"
+#include "tessera/io/tokenizer.hpp"
+#include "tessera/runtime/sampling.hpp"
+#include "tessera/runtime/transformer.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct GenerateArgs {
+  RunArgs ra;  // model, plan, clocks, outputs; ra.seed seeds the sampling
+  std::string prompt, tokenizer_dir;
+  uint32_t max_new = 32;
+  SamplingParams sampling;
+  std::optional<Gpt2Tokenizer> tokenizer;
+  std::vector<int32_t> prompt_ids;
+};
+
+// A generation: the prompt in one step (prefill), then a step per new token (decode), each
+// token chosen on rank 0 and shared with the other ranks. Stops at max_new tokens or end-of-text.
+struct Generation {
+  std::vector<int32_t> ids;
+  std::vector<double> step_wall;  // seconds of each step, prefill first
+  bool stopped_at_end = false;
+};
+
+Generation run_generation(Pipeline& p, const GenerateArgs& ga, Comm* comm, int me,
+                          const std::function<void(int32_t)>& emit) {
+  const auto& prompt = ga.prompt_ids;
+  p.start(1, static_cast<uint32_t>(prompt.size()) + ga.max_new - 1);
+  Sampler sampler(ga.sampling, ga.ra.seed);
+  const auto eot = ga.tokenizer ? ga.tokenizer->end_of_text() : std::nullopt;
+  Generation g;
+  std::vector<int32_t> next(prompt);
+  while (g.ids.size() < ga.max_new && !g.stopped_at_end) {
+    const auto t0 = Clock::now();
+    const std::vector<float> logits = p.step(next, static_cast<uint32_t>(next.size()), true);
+    int32_t id = me == 0 ? sampler.next(logits) : 0;  // the logits are complete on rank 0
+    if (comm) id = std::stoi(comm->allgather(me == 0 ? std::to_string(id) : "")[0]);
+    g.step_wall.push_back(since(t0));
+    g.ids.push_back(id);
+    g.stopped_at_end = eot && id == *eot;
+    if (me == 0) emit(id);
+    next = {id};
+  }
+  p.end();
+  return g;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = q * double(v.size() - 1);
+  const size_t i = static_cast<size_t>(at);
+  return i + 1 < v.size() ? v[i] + (at - double(i)) * (v[i + 1] - v[i]) : v[i];
+}
+
+// What a phase's times rest on: the kinds of time of the devices that ran it.
+std::string time_label(const std::vector<OpRow>& rows) {
+  std::set<std::string> kinds;
+  for (const OpRow& r : rows) kinds.insert(r.time_kind);
+  std::string out;
+  for (const auto& k : kinds) out += (out.empty() ? "" : " + ") + k;
+  return out;
+}
+
+int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
+  const RunArgs& ra = ga.ra;
+  const auto devs = open_devices(ra, comm, me, "generate");
+  if (!devs) return 1;
+  Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
+  const bool stream = me == 0 && !ra.json && !ra.csv;
+  auto write_token = [&](int32_t id) {
+    if (ga.tokenizer)
+      std::cout << ga.tokenizer->token_bytes(id);
+    else
+      std::cout << " " << id;
+    std::cout << std::flush;
+  };
+  if (stream) {
+    if (ga.tokenizer)
+      std::cout << ga.tokenizer->decode(ga.prompt_ids);
+    else
+      std::cout << fmt::format("{}", fmt::join(ga.prompt_ids, " "));
+    std::cout << std::flush;
+  }
+  const auto t0 = Clock::now();
+  const auto eot = ga.tokenizer ? ga.tokenizer->end_of_text() : std::nullopt;
+  const Generation g = run_generation(pipeline, ga, comm, me, [&](int32_t id) {
+    if (stream && id != eot) write_token(id);
+  });
+  const double wall = since(t0);
+  for (const auto& [dev, recorder] : devs->recorders) recorder->finish(*dev);
+  std::vector<OpRecord> log = labelled_log(pipeline, *devs);
+  if (comm) {
+    gather(*comm, log, *devs, ra);
+    if (me != 0) return 0;
+  }
+  if (stream) std::cout << "\n\n";
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs->macs_per_cycle);
+
+  // The same generation with fp32 on the CPU: where do the ids part?
+  CpuBackend cpu;
+  const Gpt2Config& cfg = model.cfg;
+  Pipeline reference(model, {StageShards{0, cfg.layers - 1, {Shard{&cpu, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}}});
+  const Generation ref = run_generation(reference, ga, nullptr, 0, [](int32_t) {});
+  std::optional<size_t> divergence;
+  for (size_t i = 0; i < std::max(g.ids.size(), ref.ids.size()) && !divergence; ++i)
+    if (i >= g.ids.size() || i >= ref.ids.size() || g.ids[i] != ref.ids[i]) divergence = i;
+
+  // Per phase, on the devices' clocks: the prefill, and each decode step over the pipeline's stages.
+  auto phase_log = [&](auto&& keep) {
+    std::vector<OpRecord> out;
+    std::copy_if(log.begin(), log.end(), std::back_inserter(out), keep);
+    return out;
+  };
+  const RunSummary prefill = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step == 0; }), {}, cfg);
+  const RunSummary decode = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step > 0; }), {}, cfg);
+  std::vector<double> latency;
+  for (uint32_t s = 1; s < g.ids.size(); ++s)
+    latency.push_back(summarize(ra, *devs, phase_log([s](const OpRecord& r) { return r.step == s; }), {}, cfg).makespan);
+  const double decode_seconds = std::accumulate(latency.begin(), latency.end(), 0.0);
+  const size_t n = ga.prompt_ids.size(), decoded = latency.size();
+  const double wall_decode = std::accumulate(g.step_wall.begin() + 1, g.step_wall.end(), 0.0);
+  const std::string prefill_time = time_label(prefill.rows), decode_time = time_label(decode.rows);
+  const std::string text = ga.tokenizer ? ga.tokenizer->decode(g.ids) : "";
+
+  if (ra.json) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+      for (const OpRow& r : sum->rows) {
+        nlohmann::ordered_json o = {{"phase", phase}, {"device", r.device}, {"op", r.op}, {"calls", r.calls},
+                                    {"seconds", r.seconds}, {"time", r.time_kind}, {"cycles", r.cost.cycles},
+                                    {"macs", r.cost.macs}, {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
+        if (r.utilization >= 0) o["utilization"] = r.utilization;
+        ops.push_back(o);
+      }
+    const auto as_text = [](const std::string& bytes) {
+      return nlohmann::ordered_json::parse(
+          nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    };
+    nlohmann::ordered_json j = {
+        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"clock_mhz", ra.clock_mhz},
+        {"text", as_text(text)}, {"prompt_ids", ga.prompt_ids}, {"generated_ids", g.ids},
+        {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
+        {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
+                      {"top_p", ga.sampling.top_p}, {"seed", ra.seed}}},
+        {"ttft_s", prefill.makespan},
+        {"prefill", {{"tokens", n}, {"seconds", prefill.makespan},
+                     {"tokens_per_s", prefill.makespan > 0 ? double(n) / prefill.makespan : 0.0},
+                     {"time", prefill_time}}},
+        {"decode", {{"tokens", decoded}, {"seconds", decode_seconds},
+                    {"tokens_per_s", decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0},
+                    {"latency_ms", {{"median", percentile(latency, 0.5) * 1e3}, {"p90", percentile(latency, 0.9) * 1e3}}},
+                    {"time", decode_time}}},
+        {"wall", {{"ttft_s", g.step_wall.front()}, {"decode_tokens_per_s", wall_decode > 0 ? decoded / wall_decode : 0.0},
+                  {"seconds", wall}}},
+        {"reference", {{"device", "cpu"}, {"generated_ids", ref.ids},
+                       {"first_divergence", divergence ? nlohmann::ordered_json(*divergence) : nlohmann::ordered_json()}}},
+        {"ops", ops}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (ra.csv) {
+    std::cout << "phase,device,op,calls,seconds,time,cycles,macs,utilization,bytes\n";
+    for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+      for (const OpRow& r : sum->rows)
+        std::cout << fmt::format("{},{},{},{},{:.9f},{},{},{},{},{}\n", phase, r.device, r.op, r.calls, r.seconds,
+                                 r.time_kind, r.cost.cycles, r.cost.macs,
+                                 r.utilization >= 0 ? fmt::format("{:.4f}", r.utilization) : "",
+                                 r.cost.read_bytes + r.cost.write_bytes);
+    return 0;
+  }
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz\n\n", ra.model,
+                           cfg.layers, cfg.width, ra.plan.str(), ra.clock_mhz);
+  std::cout << fmt::format("{:<8} {:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "PHASE", "DEVICE",
+                           "OP", "CALLS", "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
+  for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+    for (const OpRow& r : sum->rows)
+      std::cout << fmt::format("{:<8} {:<28} {:<16} {:>6} {:>12.4g} {:<15} {:>12} {:>14} {:>6} {:>12}\n", phase,
+                               r.device, r.op, r.calls, r.seconds * 1e3, r.time_kind,
+                               r.cost.cycles ? std::to_string(r.cost.cycles) : "-",
+                               r.cost.macs ? std::to_string(r.cost.macs) : "-",
+                               r.utilization >= 0 ? fmt::format("{:.3f}", r.utilization) : "-",
+                               r.cost.read_bytes + r.cost.write_bytes
+                                   ? std::to_string(r.cost.read_bytes + r.cost.write_bytes) : "-");
+  std::cout << fmt::format("\nprefill: {} tokens, time to first token {:.3f} ms ({:.1f} tokens/s; {})\n", n,
+                           prefill.makespan * 1e3, prefill.makespan > 0 ? n / prefill.makespan : 0.0, prefill_time);
+  if (decoded)
+    std::cout << fmt::format("decode: {} tokens, {:.1f} tokens/s, per token {:.3f} ms median, {:.3f} ms p90 ({})\n",
+                             decoded, decoded / decode_seconds, percentile(latency, 0.5) * 1e3,
+                             percentile(latency, 0.9) * 1e3, decode_time);
+  std::cout << fmt::format("wall time: {:.2f} s (time to first token {:.3f} s)\n", wall, g.step_wall.front());
+  std::cout << fmt::format("stopped at {}; ", g.stopped_at_end ? "end-of-text" : "--max-new-tokens");
+  if (divergence)
+    std::cout << fmt::format("fp32 on the CPU generates the same ids up to token {} of {}, then {} where this run has {}\n",
+                             *divergence, g.ids.size(), *divergence < ref.ids.size() ? std::to_string(ref.ids[*divergence]) : "nothing",
+                             *divergence < g.ids.size() ? std::to_string(g.ids[*divergence]) : "nothing");
+  else
+    std::cout << fmt::format("fp32 on the CPU generates the same {} ids\n", g.ids.size());
+  return 0;
+}
+
+}  // namespace
+
+int generate(const std::vector<std::string>& args) {
+  GenerateArgs ga;
+  RunArgs& ra = ga.ra;
+  po::options_description opts(
+      "tessera generate: generate text from a prompt over a plan of devices: prefill, then decode with KV caches,\n"
+      "the text streamed as it comes; then per phase, device and op the time, cycles, utilization and bytes, the\n"
+      "time to first token and the decode rate, and where fp32 on the CPU would have generated other ids");
+  opts.add_options()
+      ("help,h", "this text")
+      ("model", po::value(&ra.model)->default_value("tiny"),
+       "a model directory (config.json + model.safetensors, with vocab.json + merges.txt for --prompt), tiny, "
+       "or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]")
+      ("prompt", po::value(&ga.prompt), "the prompt text (needs a tokenizer)")
+      ("tokens", po::value(&ra.tokens_text), "the prompt as comma-separated token ids")
+      ("tokenizer", po::value(&ga.tokenizer_dir), "the tokenizer's directory (default: the model's)")
+      ("max-new-tokens", po::value(&ga.max_new)->default_value(32), "tokens to generate at most")
+      ("temperature", po::value(&ga.sampling.temperature)->default_value(0), "0: greedy; otherwise sample")
+      ("top-k", po::value(&ga.sampling.top_k)->default_value(0), "sample from the k most likely tokens (0: all)")
+      ("top-p", po::value(&ga.sampling.top_p)->default_value(1.0), "sample from the smallest set reaching this mass")
+      ("seed", po::value(&ra.seed)->default_value(1), "seed of the sampling")
+      ("plan", po::value(&ra.plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("clock-mhz", po::value(&ra.clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
+      ("trace", po::value(&ra.trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
+      ("capture", po::value(&ra.capture_dir), "record each accelerator's work in a trace under this directory")
+      ("csv", po::bool_switch(&ra.csv), "print the per-op table as CSV")
+      ("json", po::bool_switch(&ra.json), "print one JSON object");
+  const auto vm = parse_args(opts, args);
+  if (!vm) return 0;
+  if (vm->count("prompt") == vm->count("tokens")) throw std::invalid_argument("give --prompt or --tokens");
+  ra.finish(*vm);
+  ga.sampling.check();
+  if (ga.max_new == 0) throw std::invalid_argument("--max-new-tokens must be positive");
+  const Gpt2Config& cfg = ra.cfg;
+  std::string dir = ga.tokenizer_dir;
+  if (dir.empty() && std::filesystem::is_directory(ra.model) && Gpt2Tokenizer::present(ra.model)) dir = ra.model;
+  if (!dir.empty()) {
+    ga.tokenizer = Gpt2Tokenizer::load(dir);
+    if (ga.tokenizer->vocab_size() > cfg.vocab)
+      throw std::invalid_argument(fmt::format("the tokenizer in {} has {} tokens, more than the model's vocabulary of {}",
+                                              dir, ga.tokenizer->vocab_size(), cfg.vocab));
+  }
+  if (!ga.prompt.empty() || vm->count("prompt")) {
+    if (!ga.tokenizer)
+      throw std::invalid_argument(fmt::format(
+          "--prompt needs a tokenizer: {} has no vocab.json and merges.txt; give --tokenizer DIR, or ids with --tokens",
+          ra.model));
+    ga.prompt_ids = ga.tokenizer->encode(ga.prompt);
+  } else {
+    ga.prompt_ids = parse_token_ids(ra.tokens_text, "--tokens");
+  }
+  if (ga.prompt_ids.empty()) throw std::invalid_argument("the prompt has no tokens");
+  const uint32_t n = static_cast<uint32_t>(ga.prompt_ids.size());
+  check_tokens(cfg, ga.prompt_ids, 1, n);
+  if (uint64_t{n} + ga.max_new - 1 > cfg.positions)
+    throw std::invalid_argument(fmt::format(
+        "a prompt of {} tokens and {} new ones need {} positions; the model has {} (lower --max-new-tokens)", n,
+        ga.max_new, uint64_t{n} + ga.max_new - 1, cfg.positions));
+  ra.batch = 1;
+  ra.seq = n;
+  ra.microbatches = 1;
+
+  const std::unique_ptr<Comm> comm = mpi_world();
+  ra.plan.assign_ranks(comm ? comm->size() : 1);
+  const Gpt2Model model = ra.load_model();
+  return on_every_rank(comm.get(), "generate", [&](int me) { return report(ga, model, comm.get(), me); });
+}
+
+}  // namespace tessera::cli
