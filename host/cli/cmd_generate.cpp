@@ -147,6 +147,12 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   const double wall_decode = std::accumulate(g.step_wall.begin() + 1, g.step_wall.end(), 0.0);
   const std::string prefill_time = time_label(prefill.rows), decode_time = time_label(decode.rows);
   const std::string text = ga.tokenizer ? ga.tokenizer->decode(g.ids) : "";
+  // The KV caches of every device of the plan, as start() sized them.
+  uint64_t kv_bytes = 0;
+  for (const Stage& st : ra.plan.stages)
+    for (const PlanDevice& d : st.devices)
+      kv_bytes += (st.last - st.first + 1) *
+                  KvCache::fp32_bytes(1, d.heads, cfg.head_dim(), static_cast<uint32_t>(n) + ga.max_new - 1);
 
   if (ra.json) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -168,7 +174,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
         {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
                       {"top_p", ga.sampling.top_p}, {"seed", ra.seed}}},
-        {"ttft_s", prefill.makespan},
+        {"ttft_s", prefill.makespan}, {"kv_cache_bytes", kv_bytes},
         {"prefill", {{"tokens", n}, {"seconds", prefill.makespan},
                      {"tokens_per_s", prefill.makespan > 0 ? double(n) / prefill.makespan : 0.0},
                      {"time", prefill_time}}},
@@ -213,7 +219,8 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
     std::cout << fmt::format("decode: {} tokens, {:.1f} tokens/s, per token {:.3f} ms median, {:.3f} ms p90 ({})\n",
                              decoded, decoded / decode_seconds, percentile(latency, 0.5) * 1e3,
                              percentile(latency, 0.9) * 1e3, decode_time);
-  std::cout << fmt::format("wall time: {:.2f} s (time to first token {:.3f} s)\n", wall, g.step_wall.front());
+  std::cout << fmt::format("KV caches: {:.2f} MiB over the plan's devices; wall time: {:.2f} s (time to first token "
+                           "{:.3f} s)\n", double(kv_bytes) / (1 << 20), wall, g.step_wall.front());
   std::cout << fmt::format("stopped at {}; ", g.stopped_at_end ? "end-of-text" : "--max-new-tokens");
   if (divergence)
     std::cout << fmt::format("fp32 on the CPU generates the same ids up to token {} of {}, then {} where this run has {}\n",

@@ -162,6 +162,8 @@ check("generate: prefill and decode tokens, rates and latencies, each time label
 check("generate: ops per phase and device, accelerator time from cycles",
       {("prefill", "model:0"), ("decode", "model:0"), ("decode", "cpu")} <= {(o["phase"], o["device"]) for o in j.get("ops", [])}
       and all(o["time"] == "cycles / clock" for o in j.get("ops", []) if o["device"] == "model:0"))
+check("generate: the KV caches' bytes (2 layers x keys and values x width 64 x 7 positions x fp32)",
+      j.get("kv_cache_bytes") == 2 * 2 * 64 * 7 * 4, j.get("kv_cache_bytes"))
 check("generate: the CPU's ids beside them, with the first divergence (or none)",
       "generated_ids" in j.get("reference", {}) and "first_divergence" in j.get("reference", {}))
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
