@@ -122,11 +122,13 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   if (stream) std::cout << "\n\n";
   if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs->macs_per_cycle);
 
-  // The same generation with fp32 on the CPU: where do the ids part?
+  // The same generation with fp32 on the CPU (unless that is the plan): where do the ids part?
   CpuBackend cpu;
   const Gpt2Config& cfg = model.cfg;
+  const auto& first = ra.plan.stages.front().devices;
+  const bool plan_is_reference = ra.plan.stages.size() == 1 && first.size() == 1 && first[0].kind == "cpu";
   Pipeline reference(model, {StageShards{0, cfg.layers - 1, {Shard{&cpu, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}}});
-  const Generation ref = run_generation(reference, ga, nullptr, 0, [](int32_t) {});
+  const Generation ref = plan_is_reference ? g : run_generation(reference, ga, nullptr, 0, [](int32_t) {});
   std::optional<size_t> divergence;
   for (size_t i = 0; i < std::max(g.ids.size(), ref.ids.size()) && !divergence; ++i)
     if (i >= g.ids.size() || i >= ref.ids.size() || g.ids[i] != ref.ids[i]) divergence = i;
