@@ -21,5 +21,6 @@ int run(const std::vector<std::string>& args);
 int replay(const std::vector<std::string>& args);
 int tokenize(const std::vector<std::string>& args);
 int generate(const std::vector<std::string>& args);
+int eval(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

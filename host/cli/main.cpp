@@ -40,6 +40,7 @@ commands:
   plan       print how a model's layers split over devices, without running it
   replay     play a trace captured by gemm or run --capture on a device and check every output
   generate   generate text from a prompt (prefill, then decode with KV caches) over a plan of devices
+  eval       perplexity of a model over a text, with a sliding window, over a plan of devices
   tokenize   GPT-2 byte-level BPE: text to token ids and back
 
 run 'tessera <command> --help' for a command's options)";
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return tessera::cli::replay(args);
     if (cmd == "tokenize") return tessera::cli::tokenize(args);
     if (cmd == "generate") return tessera::cli::generate(args);
+    if (cmd == "eval") return tessera::cli::eval(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

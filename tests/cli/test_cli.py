@@ -5,7 +5,9 @@ usage: test_cli.py TESSERA_BINARY WITH_RTL(0|1)
 Prints one line per check and 'N passed, N failed' at the end.
 """
 import json
+import math
 import pathlib
+import random
 import struct
 import subprocess
 import sys
@@ -147,6 +149,66 @@ check("tokenize --json: ids and their tokens", j.get("ids") and len(j["ids"]) ==
       and "".join(j["tokens"]) == "naïve café", r.stdout + r.stderr)
 r = run("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", ",".join(map(str, j.get("ids", []))))
 check("tokenize --decode: the text back, as it is", r.returncode == 0 and r.stdout == "naïve café", r.stdout + r.stderr)
+
+def byte_model_dir(path, seed=1):
+    """A GPT-2 of 2 layers, width 64 and 64 positions with random weights, and a byte-level tokenizer
+    (GPT-2's first 256 tokens, no merges), written as a Hugging Face model directory."""
+    enc = json.loads((pathlib.Path(GPT2_TOKENIZER) / "encoder.json").read_text())
+    (path / "vocab.json").write_text(json.dumps({t: i for t, i in enc.items() if i < 256}))
+    (path / "merges.txt").write_text("#version: 0.2\n")
+    E, V, P = 64, 256, 64
+    (path / "config.json").write_text(json.dumps({"n_embd": E, "n_head": 2, "n_layer": 2, "n_positions": P,
+                                                  "vocab_size": V, "layer_norm_epsilon": 1e-5}))
+    shapes = {"wte.weight": [V, E], "wpe.weight": [P, E], "ln_f.weight": [E], "ln_f.bias": [E]}
+    for i in range(2):
+        for name, shape in [("ln_1", [E]), ("ln_2", [E])]:
+            shapes[f"h.{i}.{name}.weight"], shapes[f"h.{i}.{name}.bias"] = shape, shape
+        for name, (n_in, n_out) in [("attn.c_attn", (E, 3 * E)), ("attn.c_proj", (E, E)), ("mlp.c_fc", (E, 4 * E)),
+                                    ("mlp.c_proj", (4 * E, E))]:
+            shapes[f"h.{i}.{name}.weight"], shapes[f"h.{i}.{name}.bias"] = [n_in, n_out], [n_out]
+    rng = random.Random(seed)
+    header, data = {}, b""
+    for name, shape in shapes.items():
+        n = 1
+        for d in shape:
+            n *= d
+        ones = name.endswith(".weight") and ("ln_" in name)
+        values = [1.0] * n if ones else [rng.gauss(0, 0.1 if name.startswith("w") else 0.05) for _ in range(n)]
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + 4 * n]}
+        data += struct.pack(f"<{n}f", *values)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+EVAL_KEYS = {"perplexity", "tokens", "nll", "plan", "precision", "windows"}
+with tempfile.TemporaryDirectory() as d:
+    model = pathlib.Path(d) / "model"
+    model.mkdir()
+    byte_model_dir(model)
+    text = pathlib.Path(d) / "text.txt"
+    text.write_text("In the beginning was the word, and the word was with the engine.\n" * 3)
+    r = run("eval", "--model", str(model), "--text", str(text), "--plan", "0-1@cpu", "--window", "48", "--stride", "16",
+            "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("eval --json: the contract keys", r.returncode == 0 and EVAL_KEYS <= j.keys(), r.stderr)
+    check("eval: every byte token after the first scored once, perplexity = exp(mean NLL)",
+          j.get("tokens") == len(text.read_bytes()) - 1 and abs(j.get("perplexity", 0) - math.exp(j.get("nll", 0))) < 1e-9
+          and j.get("precision") == "fp32", str(j))
+    r = run("eval", "--model", str(model), "--text", str(text), "--plan", "0-1@model", "--window", "48", "--stride", "16",
+            "--json")
+    k = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("eval on the accelerator model: int8, within 2% of fp32's perplexity",
+          k.get("precision") == "int8" and abs(k.get("perplexity", 0) / j.get("perplexity", 1) - 1) < 0.02, str(k))
+    r = run("generate", "--model", str(model), "--prompt", "The engine", "--max-new-tokens", "5", "--plan", "0-1@cpu")
+    check("generate: a model directory's own tokenizer takes --prompt", r.returncode == 0
+          and r.stdout.startswith("The engine"), r.stdout[-300:] + r.stderr)
+    for args, needle in [(("--text", "/nonexistent"), "cannot read"), (("--text", str(text), "--window", "65"), "positions"),
+                         (("--text", str(text), "--stride", "100", "--window", "32"), "stride")]:
+        r = run("eval", "--model", str(model), "--plan", "0-1@cpu", *args)
+        check(f"eval {' '.join(args)}: exit 2 naming '{needle}'", r.returncode == 2 and needle in r.stderr, r.stderr)
+    r = run("eval", "--model", "tiny", "--text", str(text), "--plan", "0-1@cpu")
+    check("eval on a model without a tokenizer: exit 2", r.returncode == 2 and "no tokenizer" in r.stderr, r.stderr)
 
 GENERATE_KEYS = {"text", "prompt_ids", "generated_ids", "ttft_s", "prefill", "decode", "ops", "reference", "stop"}
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",

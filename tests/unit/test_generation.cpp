@@ -2,12 +2,14 @@
 // pass, on one device and over shards, stages and microbatches.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <span>
 #include <vector>
 
 #include "tessera/backends/accel_backend.hpp"
 #include "tessera/backends/cpu_backend.hpp"
 #include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/perplexity.hpp"
 #include "tessera/runtime/transformer.hpp"
 
 using namespace tessera;
@@ -149,4 +151,44 @@ TEST_CASE("a KV cache that does not fit is refused before the run, naming the de
   Pipeline yes(m, {StageShards{0, 1, {Shard{&enough, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
   yes.start(2, 100);
   CHECK(yes.kv_cache_bytes() == need);
+}
+
+TEST_CASE("perplexity: sliding windows score every token once with the context they give",
+          "[unit][gpt2][perplexity]") {
+  const Gpt2Model m = Gpt2Model::tiny(8);
+  const uint32_t V = m.cfg.vocab;
+  const auto ids = some_tokens(m.cfg, 40);
+  CpuBackend cpu;
+  Pipeline p(m, {StageShards{0, 1, {Shard{&cpu, 0, 4, 0, 512, 0, V}}}});
+
+  // One window over everything: the mean of -log p(token t | tokens before it), t = 1..39.
+  const auto logits = forward(m, ids, 1, 40, cpu);
+  double sum = 0;
+  for (uint32_t t = 1; t < 40; ++t) sum += token_nll(std::span(logits).subspan((t - 1) * V, V), ids[t]);
+  const Perplexity whole = perplexity(p, m.cfg, ids, 64, 32);
+  CHECK(whole.tokens == 39);
+  CHECK(whole.windows == 1);
+  CHECK(whole.nll == Approx(sum / 39).epsilon(1e-12));
+  CHECK(whole.perplexity == Approx(std::exp(sum / 39)).epsilon(1e-12));
+
+  // Windows of 16, 8 apart: tokens 16..23 are scored in the window [8, 24) with context from 8 on.
+  const Perplexity sliding = perplexity(p, m.cfg, ids, 16, 8);
+  CHECK(sliding.tokens == 39);
+  CHECK(sliding.windows == 4);  // [0,16) [8,24) [16,32) [24,40)
+  double expect = 0;
+  for (uint32_t t = 1; t < 16; ++t) expect += token_nll(std::span(logits).subspan((t - 1) * V, V), ids[t]);
+  for (uint32_t begin = 8; begin + 16 <= 40; begin += 8) {
+    const auto w = forward(m, std::span(ids).subspan(begin, 16), 1, 16, cpu);
+    for (uint32_t t = begin + 8; t < begin + 16; ++t)
+      expect += token_nll(std::span(w).subspan((t - 1 - begin) * V, V), ids[t]);
+  }
+  CHECK(sliding.nll == Approx(expect / 39).epsilon(1e-6));  // the first window in a GEMM of another shape
+  CHECK(sliding.nll > whole.nll - 1.0);  // less context, not a different model
+
+  // Windows side by side: each window's first token has no context and is left out.
+  CHECK(perplexity(p, m.cfg, ids, 10, 10).tokens == 36);
+
+  CHECK_THROWS_WITH(perplexity(p, m.cfg, std::span(ids).first(1), 16, 8), Catch::Contains("two at least"));
+  CHECK_THROWS_WITH(perplexity(p, m.cfg, ids, m.cfg.positions + 1, 8), Catch::Contains("positions"));
+  CHECK_THROWS_WITH(perplexity(p, m.cfg, ids, 16, 17), Catch::Contains("stride"));
 }
