@@ -22,5 +22,6 @@ int replay(const std::vector<std::string>& args);
 int tokenize(const std::vector<std::string>& args);
 int generate(const std::vector<std::string>& args);
 int eval(const std::vector<std::string>& args);
+int bench(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

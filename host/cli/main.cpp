@@ -41,6 +41,7 @@ commands:
   replay     play a trace captured by gemm or run --capture on a device and check every output
   generate   generate text from a prompt (prefill, then decode with KV caches) over a plan of devices
   eval       perplexity of a model over a text, with a sliding window, over a plan of devices
+  bench      prompt processing and token generation in tokens/s per plan (as llama-bench)
   tokenize   GPT-2 byte-level BPE: text to token ids and back
 
 run 'tessera <command> --help' for a command's options)";
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return tessera::cli::tokenize(args);
     if (cmd == "generate") return tessera::cli::generate(args);
     if (cmd == "eval") return tessera::cli::eval(args);
+    if (cmd == "bench") return tessera::cli::bench(args);
     std::cerr << fmt::format("tessera: unknown command '{}'\n{}\n", cmd, kUsage);
     return 2;
   } catch (const po::error& e) {

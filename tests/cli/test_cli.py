@@ -129,6 +129,10 @@ for args, needle in [
     (("generate", "--plan", "0-1@cpu", "--tokens", "1", "--tokenizer", "/nonexistent"), "no tokenizer in"),
     (("generate", "--model", "random:2,64,2,1000", "--tokenizer", GPT2_TOKENIZER, "--prompt", "x", "--plan", "0-1@cpu"),
      "more than the model's vocabulary"),
+    (("bench", "-o", "xml"), "md, csv or json"),
+    (("bench", "-p", "0"), "not a positive count"),
+    (("bench", "-n", "999", "--plan", "0-1@cpu"), "positions"),
+    (("bench", "--plan", "0-1@cpu,0@tpu"), "unknown device"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER), "one of --text, --file or --decode"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "a", "--decode", "1"), "one of --text"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", "464,50257"), "outside the vocabulary"),
@@ -209,6 +213,16 @@ with tempfile.TemporaryDirectory() as d:
         check(f"eval {' '.join(args)}: exit 2 naming '{needle}'", r.returncode == 2 and needle in r.stderr, r.stderr)
     r = run("eval", "--model", "tiny", "--text", str(text), "--plan", "0-1@cpu")
     check("eval on a model without a tokenizer: exit 2", r.returncode == 2 and "no tokenizer" in r.stderr, r.stderr)
+
+r = run("bench", "-p", "8,16", "-n", "4", "--batch", "2", "--plan", "0-1@model,0-1@cpu", "-o", "json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+rows = [(x["plan"], x["test"]) for x in j.get("results", [])]
+check("bench -o json: pp and tg per plan, tokens/s on the devices' clocks, labelled",
+      rows == [(p, t) for p in ("0-1@model:0", "0-1@cpu") for t in ("pp8", "pp16", "tg4")]
+      and all(x["tokens_per_s"] > 0 and x["batch"] == 2 and x["time"] for x in j["results"])
+      and j["results"][0]["time"] == "cycles / clock + measured", r.stdout[-600:] + r.stderr)
+r = run("bench", "-p", "8", "-n", "2", "--plan", "0-1@cpu")
+check("bench: a markdown table by default", r.returncode == 0 and "| tiny | 0-1@cpu | 1 | pp8 |" in r.stdout, r.stdout)
 
 GENERATE_KEYS = {"text", "prompt_ids", "generated_ids", "ttft_s", "prefill", "decode", "ops", "reference", "stop"}
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",

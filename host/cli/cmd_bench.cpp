@@ -1,0 +1,161 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <random>
+#include <set>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "run_args.hpp"
+#include "run_report.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint32_t> parse_counts(const std::string& text, const char* option) {
+  std::vector<uint32_t> out;
+  for (int32_t v : parse_token_ids(text, option)) {
+    if (v <= 0) throw std::invalid_argument(fmt::format("{}: {} is not a positive count", option, v));
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= text.size();) {
+    const size_t end = std::min(text.find(sep, pos), text.size());
+    out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// One test of one plan: a prefill of `tokens` tokens per sequence (pp), or `tokens` decode steps
+// from an empty cache (tg), as llama-bench defines them.
+struct Result {
+  std::string plan, test, time;  // time: what the device-clock figure rests on
+  uint32_t batch = 0, tokens = 0;
+  double seconds = 0, wall_seconds = 0;  // on the devices' clocks, and of the simulation or run
+  double tokens_per_s() const { return seconds > 0 ? batch * tokens / seconds : 0; }
+};
+
+Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Config& cfg, bool prefill,
+               uint32_t tokens, uint32_t batch, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(cfg.vocab) - 1);
+  auto some = [&](uint32_t n) {
+    std::vector<int32_t> t(uint64_t{batch} * n);
+    for (auto& x : t) x = id(rng);
+    return t;
+  };
+  const size_t from = p.log().size();
+  const auto t0 = Clock::now();
+  p.start(batch, tokens);
+  if (prefill)
+    p.step(some(tokens), tokens, true);
+  else
+    for (uint32_t i = 0; i < tokens; ++i) p.step(some(1), 1, true);
+  p.end();
+  Result r{ra.plan.str(), fmt::format("{}{}", prefill ? "pp" : "tg", tokens), "", batch, tokens};
+  r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::vector<OpRecord> log = labelled_log(p, devs, from);
+  std::set<std::string> kinds;
+  for (uint32_t s = 0; s < (prefill ? 1 : tokens); ++s) {
+    std::vector<OpRecord> step;
+    std::copy_if(log.begin(), log.end(), std::back_inserter(step), [s](const OpRecord& o) { return o.step == s; });
+    const RunSummary sum = summarize(ra, devs, step, {}, cfg);
+    r.seconds += sum.makespan;
+    for (const OpRow& row : sum.rows) kinds.insert(row.time_kind);
+  }
+  for (const auto& k : kinds) r.time += (r.time.empty() ? "" : " + ") + k;
+  return r;
+}
+
+}  // namespace
+
+int bench(const std::vector<std::string>& args) {
+  RunArgs ra;
+  std::string prompts = "128", decodes = "32", plans, format = "md";
+  po::options_description opts(
+      "tessera bench: prompt processing (pp: a prefill of P tokens) and token generation (tg: N decode steps)\n"
+      "in tokens/s on the devices' clocks, per plan, as llama-bench measures them");
+  opts.add_options()
+      ("help,h", "this text")
+      ("model", po::value(&ra.model)->default_value("tiny"),
+       "a model directory, tiny, or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]")
+      ("prompt,p", po::value(&prompts)->default_value("128"), "prompt lengths, comma-separated")
+      ("gen,n", po::value(&decodes)->default_value("32"), "decode lengths, comma-separated")
+      ("batch", po::value(&ra.batch)->default_value(1), "sequences at once")
+      ("plan", po::value(&plans), "plans, comma-separated (default: every layer on rtl:0)")
+      ("clock-mhz", po::value(&ra.clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
+      ("seed", po::value(&ra.seed)->default_value(1), "seed of the random tokens")
+      ("output,o", po::value(&format)->default_value("md"), "md, csv or json");
+  const auto vm = parse_args(opts, args);
+  if (!vm) return 0;
+  if (format != "md" && format != "csv" && format != "json")
+    throw std::invalid_argument(fmt::format("-o {}: expected md, csv or json", format));
+  const std::vector<uint32_t> pp = parse_counts(prompts, "-p"), tg = parse_counts(decodes, "-n");
+  ra.finish(*vm);  // the model's configuration, and the default plan
+  const Gpt2Config& cfg = ra.cfg;
+  for (uint32_t t : pp)
+    if (t > cfg.positions) throw std::invalid_argument(fmt::format("-p {}: more than the model's {} positions", t, cfg.positions));
+  for (uint32_t t : tg)
+    if (t > cfg.positions) throw std::invalid_argument(fmt::format("-n {}: more than the model's {} positions", t, cfg.positions));
+  std::vector<Plan> plan_list;
+  for (const std::string& text : plans.empty() ? std::vector<std::string>{""} : split(plans, ',')) {
+    Plan plan = text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(text);
+    plan.resolve(cfg);
+    plan.assign_ranks(1);
+    plan_list.push_back(std::move(plan));
+  }
+  const Gpt2Model model = ra.load_model();
+  std::mt19937_64 rng(ra.seed);
+  std::vector<Result> results;
+  const bool tty = ::isatty(STDERR_FILENO);
+  for (Plan& plan : plan_list) {
+    ra.plan = plan;
+    const auto devs = open_devices(ra, nullptr, 0, "bench");
+    Pipeline pipeline(model, stage_shards(ra.plan, *devs, 0));
+    for (bool prefill : {true, false})
+      for (uint32_t t : prefill ? pp : tg) {
+        if (tty) std::cerr << fmt::format("\r  {} {}{} ...   ", plan.str(), prefill ? "pp" : "tg", t) << std::flush;
+        results.push_back(measure(pipeline, ra, *devs, cfg, prefill, t, ra.batch, rng));
+      }
+  }
+  if (tty) std::cerr << "\r" << std::string(70, ' ') << "\r" << std::flush;
+
+  if (format == "json") {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const Result& r : results)
+      rows.push_back({{"plan", r.plan}, {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
+                      {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s()}, {"time", r.time},
+                      {"wall_seconds", r.wall_seconds}});
+    std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
+                                        {"results", rows}}.dump(2) << "\n";
+  } else if (format == "csv") {
+    std::cout << "model,plan,batch,test,tokens_per_s,seconds,time,wall_seconds\n";
+    for (const Result& r : results)
+      std::cout << fmt::format("{},{},{},{},{:.3f},{:.9f},{},{:.3f}\n", ra.model, r.plan, r.batch, r.test,
+                               r.tokens_per_s(), r.seconds, r.time, r.wall_seconds);
+  } else {
+    std::cout << fmt::format("| model | plan | batch | test | tokens/s | time | wall s |\n"
+                             "|---|---|---:|---|---:|---|---:|\n");
+    for (const Result& r : results)
+      std::cout << fmt::format("| {} | {} | {} | {} | {:.2f} | {} | {:.2f} |\n", ra.model, r.plan, r.batch, r.test,
+                               r.tokens_per_s(), r.time, r.wall_seconds);
+    std::cout << fmt::format("\ntokens/s on the devices' clocks (accelerators at {} MHz); pp: a prefill of that many "
+                             "tokens per sequence, tg: that many decode steps from an empty cache\n", ra.clock_mhz);
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli
