@@ -66,6 +66,7 @@ int eval(const std::vector<std::string>& args) {
   std::ostringstream text;
   text << in.rdbuf();
   const std::vector<int32_t> ids = tok.encode(text.str());
+  check_windows(cfg, ids.size(), window, stride);
 
   const std::unique_ptr<Comm> comm = mpi_world();
   ra.plan.assign_ranks(comm ? comm->size() : 1);

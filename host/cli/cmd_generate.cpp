@@ -1,11 +1,12 @@
 #include <algorithm>
 #include <chrono>
-#include <functional>
-#include <numeric>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -37,6 +38,7 @@ struct GenerateArgs {
   SamplingParams sampling;
   std::optional<Gpt2Tokenizer> tokenizer;
   std::vector<int32_t> prompt_ids;
+  uint32_t vocab = 0;  // the ids that can be generated: the tokenizer's, or the model's without one
 };
 
 // A generation: the prompt in one step (prefill), then a step per new token (decode), each
@@ -58,7 +60,8 @@ Generation run_generation(Pipeline& p, const GenerateArgs& ga, Comm* comm, int m
   while (g.ids.size() < ga.max_new && !g.stopped_at_end) {
     const auto t0 = Clock::now();
     const std::vector<float> logits = p.step(next, static_cast<uint32_t>(next.size()), true);
-    int32_t id = me == 0 ? sampler.next(logits) : 0;  // the logits are complete on rank 0
+    // The logits are complete on rank 0. A vocabulary padded past the tokenizer's is never sampled there.
+    int32_t id = me == 0 ? sampler.next(std::span(logits).first(ga.vocab)) : 0;
     if (comm) id = std::stoi(comm->allgather(me == 0 ? std::to_string(id) : "")[0]);
     g.step_wall.push_back(since(t0));
     g.ids.push_back(id);
@@ -127,8 +130,10 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   const Gpt2Config& cfg = model.cfg;
   const auto& first = ra.plan.stages.front().devices;
   const bool plan_is_reference = ra.plan.stages.size() == 1 && first.size() == 1 && first[0].kind == "cpu";
-  Pipeline reference(model, {StageShards{0, cfg.layers - 1, {Shard{&cpu, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}}});
-  const Generation ref = plan_is_reference ? g : run_generation(reference, ga, nullptr, 0, [](int32_t) {});
+  const Generation ref = plan_is_reference ? g : [&] {
+    Pipeline reference(model, {StageShards{0, cfg.layers - 1, {Shard{&cpu, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}}});
+    return run_generation(reference, ga, nullptr, 0, [](int32_t) {});
+  }();
   std::optional<size_t> divergence;
   for (size_t i = 0; i < std::max(g.ids.size(), ref.ids.size()) && !divergence; ++i)
     if (i >= g.ids.size() || i >= ref.ids.size() || g.ids[i] != ref.ids[i]) divergence = i;
@@ -148,7 +153,8 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   const size_t n = ga.prompt_ids.size(), decoded = latency.size();
   const double wall_decode = std::accumulate(g.step_wall.begin() + 1, g.step_wall.end(), 0.0);
   const std::string prefill_time = time_label(prefill.rows), decode_time = time_label(decode.rows);
-  const std::string text = ga.tokenizer ? ga.tokenizer->decode(g.ids) : "";
+  const std::string text = !ga.tokenizer ? ""
+                           : ga.tokenizer->decode(std::span(g.ids).first(g.ids.size() - g.stopped_at_end));
   // The KV caches of every device of the plan, as start() sized them.
   uint64_t kv_bytes = 0;
   for (const Stage& st : ra.plan.stages)
@@ -288,6 +294,10 @@ int generate(const std::vector<std::string>& args) {
   if (ga.prompt_ids.empty()) throw std::invalid_argument("the prompt has no tokens");
   const uint32_t n = static_cast<uint32_t>(ga.prompt_ids.size());
   check_tokens(cfg, ga.prompt_ids, 1, n);
+  ga.vocab = ga.tokenizer ? ga.tokenizer->vocab_size() : cfg.vocab;
+  for (int32_t id : ga.prompt_ids)
+    if (static_cast<uint32_t>(id) >= ga.vocab)
+      throw std::invalid_argument(fmt::format("token id {} is outside the tokenizer's vocabulary [0, {})", id, ga.vocab));
   if (uint64_t{n} + ga.max_new - 1 > cfg.positions)
     throw std::invalid_argument(fmt::format(
         "a prompt of {} tokens and {} new ones need {} positions; the model has {} (lower --max-new-tokens)", n,

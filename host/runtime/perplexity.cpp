@@ -15,14 +15,18 @@ double token_nll(std::span<const float> logits, int32_t target) {
   return std::log(sum) + peak - double(logits[target]);
 }
 
-Perplexity perplexity(Pipeline& pipeline, const Gpt2Config& cfg, std::span<const int32_t> ids, uint32_t window,
-                      uint32_t stride) {
-  if (ids.size() < 2) throw std::invalid_argument(fmt::format("{} tokens: perplexity needs two at least", ids.size()));
+void check_windows(const Gpt2Config& cfg, size_t tokens, uint32_t window, uint32_t stride) {
+  if (tokens < 2) throw std::invalid_argument(fmt::format("{} tokens: perplexity needs two at least", tokens));
   if (window < 2 || window > cfg.positions)
     throw std::invalid_argument(fmt::format("a window of {} tokens: it takes 2 to {} (the model's positions)", window,
                                             cfg.positions));
   if (stride == 0 || stride > window)
     throw std::invalid_argument(fmt::format("a stride of {}: it takes 1 to the window, {}", stride, window));
+}
+
+Perplexity perplexity(Pipeline& pipeline, const Gpt2Config& cfg, std::span<const int32_t> ids, uint32_t window,
+                      uint32_t stride) {
+  check_windows(cfg, ids.size(), window, stride);
   Perplexity p;
   double total = 0;
   for (size_t begin = 0, scored_to = 1;; begin += stride) {  // tokens before scored_to are scored

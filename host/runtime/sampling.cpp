@@ -18,6 +18,9 @@ void SamplingParams::check() const {
 
 int32_t Sampler::next(std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("no logits to sample from");
+  // NaN would break the orderings below: the device computed garbage.
+  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
+    throw std::runtime_error("the logits have NaN in them");
   // Ties go to the lowest id, so greedy decoding is the same wherever it runs.
   const auto argmax = [&] { return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()); };
   if (params_.temperature == 0 || params_.top_k == 1) return argmax();

@@ -67,10 +67,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // Memory the kernel says can be taken without swapping (MemAvailable).
 uint64_t host_memory_available() {
   std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (meminfo >> key >> kib)
-    if (key == "MemAvailable:") return kib * 1024;
+  for (std::string line; std::getline(meminfo, line);)  // "MemAvailable:   16318168 kB"
+    if (line.starts_with("MemAvailable:")) return std::stoull(line.substr(13)) * 1024;
   return uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
 }
 
@@ -251,7 +249,12 @@ std::vector<float> Pipeline::step(std::span<const int32_t> tokens, uint32_t n, b
               .logits = &logits[uint64_t{done} * rows_out * model_.cfg.vocab], .x = {}};
     done += microbatch_sizes_[j];
   }
-  run(mbs, logits);
+  try {
+    run(mbs, logits);
+  } catch (...) {
+    end();  // some caches may hold this step's keys and others not: the generation cannot go on
+    throw;
+  }
   position_ += n;
   ++steps_;
   return logits;

@@ -250,6 +250,11 @@ check("generate text: the prompt streamed with the new text, then the per-phase 
 r2 = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
          "--max-new-tokens", "4", "--plan", "0-1@cpu", "--temperature", "0.9", "--top-k", "50", "--seed", "4")
 check("generate: the same seed samples the same text", r.stdout.split("\n")[0] == r2.stdout.split("\n")[0])
+r = run("generate", "--model", "random:2,64,2,50304,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
+        "--max-new-tokens", "8", "--plan", "0-1@cpu", "--temperature", "2", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+check("generate: a vocabulary padded past the tokenizer's never yields an id the tokenizer lacks",
+      r.returncode == 0 and j.get("generated_ids") and max(j["generated_ids"]) < 50257, r.stderr + str(j.get("generated_ids")))
 r = run("generate", "--tokens", "1,2,3", "--max-new-tokens", "3", "--plan", "0-1@model", "--csv")
 check("generate --csv: a row per phase, device and op", r.returncode == 0
       and r.stdout.startswith("phase,device,op,calls,seconds,time") and "\ndecode,model:0,qkv," in r.stdout, r.stdout[:400])

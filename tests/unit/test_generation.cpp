@@ -142,6 +142,36 @@ class SmallMemoryBackend final : public MatmulBackend {
 
 }  // namespace
 
+namespace {
+
+// The CPU backend until its n-th product, which fails as a device would.
+class DyingBackend final : public MatmulBackend {
+ public:
+  explicit DyingBackend(int products) : left_(products) {}
+  std::string name() const override { return "dying"; }
+  MatmulStats stats() const override { return cpu_.stats(); }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
+    if (left_-- == 0) throw std::runtime_error("dying: the device died");
+    cpu_.matmul(a, b, c, m, n, k, t);
+  }
+
+ private:
+  int left_;
+  CpuBackend cpu_;
+};
+
+}  // namespace
+
+TEST_CASE("a step that fails part way ends the generation", "[unit][gpt2][generation]") {
+  const Gpt2Model m = Gpt2Model::tiny(4);
+  DyingBackend dies(20);  // in the second layer: the first layer's caches have this step, the second's not
+  Pipeline p(m, {StageShards{0, 1, {Shard{&dies, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
+  p.start(1, 8);
+  CHECK_THROWS_WITH(p.step(std::vector<int32_t>{1, 2, 3}, 3), Catch::Contains("the device died"));
+  CHECK(p.kv_cache_bytes() == 0);
+  CHECK_THROWS_AS(p.step(std::vector<int32_t>{4}, 1), std::logic_error);  // start again first
+}
+
 TEST_CASE("a KV cache that does not fit is refused before the run, naming the device", "[unit][gpt2][generation]") {
   const Gpt2Model m = Gpt2Model::tiny(3);
   const uint64_t need = uint64_t{m.cfg.layers} * 2 * 4 * 2 * 100 * m.cfg.width;  // 2 sequences of 100 positions

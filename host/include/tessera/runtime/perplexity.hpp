@@ -21,6 +21,7 @@ struct Perplexity {
 
 // std::invalid_argument for fewer than two tokens, a window of fewer than two tokens or more than
 // the model's positions, or a stride of 0 or more than the window.
+void check_windows(const Gpt2Config& cfg, size_t tokens, uint32_t window, uint32_t stride);
 Perplexity perplexity(Pipeline& pipeline, const Gpt2Config& cfg, std::span<const int32_t> ids, uint32_t window,
                       uint32_t stride);
 
