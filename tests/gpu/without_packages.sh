@@ -31,7 +31,7 @@ for p in $inc/boost $inc/fmt $inc/nlohmann $inc/catch2 $inc/sysc $inc/x86_64-lin
   if [ -d "$p" ]; then mount -t tmpfs -o ro,size=64k none "$p"; hidden+=("$p"); fi
 done
 # Single files: an empty file in their place (a dangling link is already gone).
-for p in $inc/zlib.h $inc/x86_64-linux-gnu/zconf.h $inc/pcre2.h $lib/libpcre2-8.so $inc/systemc.h $inc/systemc $lib/libz.so $lib/libz.a \
+for p in $inc/zlib.h $inc/x86_64-linux-gnu/zconf.h $inc/pcre2.h $inc/systemc.h $inc/systemc $lib/libz.so $lib/libz.a \
          $lib/libboost_program_options.* $lib/libfmt.* $lib/libsystemc* \
          /usr/bin/verilator* /usr/bin/mpirun /usr/bin/mpiexec /usr/bin/mpicxx /usr/bin/pkg-config /usr/bin/pkgconf; do
   if [ -f "$p" ]; then mount --bind /dev/null "$p"; hidden+=("$p"); fi
