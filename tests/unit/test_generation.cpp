@@ -11,6 +11,7 @@
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/perplexity.hpp"
 #include "tessera/runtime/transformer.hpp"
+#include "test_backends.hpp"
 
 using namespace tessera;
 
@@ -122,49 +123,9 @@ TEST_CASE("int8 decoding on the accelerator model meets the numerics targets", "
   CHECK(n.top1_agreement >= 0.95);
 }
 
-namespace {
-
-// The CPU backend, with a device's memory that KV caches must fit in.
-class SmallMemoryBackend final : public MatmulBackend {
- public:
-  explicit SmallMemoryBackend(uint64_t free) : free_(free) {}
-  std::string name() const override { return "small"; }
-  MatmulStats stats() const override { return cpu_.stats(); }
-  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
-    cpu_.matmul(a, b, c, m, n, k, t);
-  }
-  std::optional<uint64_t> memory_free() const override { return free_; }
-
- private:
-  uint64_t free_;
-  CpuBackend cpu_;
-};
-
-}  // namespace
-
-namespace {
-
-// The CPU backend until its n-th product, which fails as a device would.
-class DyingBackend final : public MatmulBackend {
- public:
-  explicit DyingBackend(int products) : left_(products) {}
-  std::string name() const override { return "dying"; }
-  MatmulStats stats() const override { return cpu_.stats(); }
-  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
-    if (left_-- == 0) throw std::runtime_error("dying: the device died");
-    cpu_.matmul(a, b, c, m, n, k, t);
-  }
-
- private:
-  int left_;
-  CpuBackend cpu_;
-};
-
-}  // namespace
-
 TEST_CASE("a step that fails part way ends the generation", "[unit][gpt2][generation]") {
   const Gpt2Model m = Gpt2Model::tiny(4);
-  DyingBackend dies(20);  // in the second layer: the first layer's caches have this step, the second's not
+  test::FaultyBackend dies("dying", {.dies_at_product = 20, .memory_free = {}});  // in the second layer: the first layer's caches have this step, the second's not
   Pipeline p(m, {StageShards{0, 1, {Shard{&dies, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
   p.start(1, 8);
   CHECK_THROWS_WITH(p.step(std::vector<int32_t>{1, 2, 3}, 3), Catch::Contains("the device died"));
@@ -175,7 +136,7 @@ TEST_CASE("a step that fails part way ends the generation", "[unit][gpt2][genera
 TEST_CASE("a KV cache that does not fit is refused before the run, naming the device", "[unit][gpt2][generation]") {
   const Gpt2Model m = Gpt2Model::tiny(3);
   const uint64_t need = uint64_t{m.cfg.layers} * 2 * 4 * 2 * 100 * m.cfg.width;  // 2 sequences of 100 positions
-  SmallMemoryBackend tight(need - 1), enough(need);
+  test::FaultyBackend tight("small", {.memory_free = need - 1}), enough("small", {.memory_free = need});
   Pipeline no(m, {StageShards{0, 1, {Shard{&tight, 0, 4, 0, 512, 0, m.cfg.vocab}}}});
   CHECK_THROWS_WITH(no.start(2, 100), Catch::Contains("needs 0.4 MiB on small, which has 0.4 MiB free"));
   Pipeline yes(m, {StageShards{0, 1, {Shard{&enough, 0, 4, 0, 512, 0, m.cfg.vocab}}}});

@@ -14,6 +14,7 @@
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/quantize.hpp"
 #include "tessera/runtime/transformer.hpp"
+#include "test_backends.hpp"
 
 using namespace tessera;
 namespace fs = std::filesystem;
@@ -302,31 +303,11 @@ TEST_CASE("int8 shards on two model devices meet the numerics targets", "[unit][
   CHECK(a1.stats().cycles > 0);
 }
 
-namespace {
-
-// Fails on its n-th product, as a device that dies mid-run would.
-class FailingBackend final : public MatmulBackend {
- public:
-  explicit FailingBackend(int after) : left_(after) {}
-  std::string name() const override { return "failing"; }
-  MatmulStats stats() const override { return {}; }
-  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
-    if (left_-- == 0) throw driver::DeviceError("failing: the device died");
-    cpu_.matmul(a, b, c, m, n, k, t);
-  }
-
- private:
-  int left_;
-  CpuBackend cpu_;
-};
-
-}  // namespace
-
 TEST_CASE("a device failing in a later stage stops the pipeline with its error", "[unit][gpt2][pipeline]") {
   const Gpt2Model m = Gpt2Model::tiny(2);
   std::vector<int32_t> tokens(4 * 8, 1);
   CpuBackend a;
-  FailingBackend f(7);
+  test::FaultyBackend f("failing", {.dies_at_product = 7, .memory_free = {}});
   Pipeline p(m, {StageShards{0, 0, {{&a, 0, 4, 0, 512}}}, StageShards{1, 1, {{&f, 0, 4, 0, 512, 0, 512}}}});
   CHECK_THROWS_WITH(p.forward(tokens, 4, 8, 4), Catch::Contains("the device died"));
 }
