@@ -15,16 +15,63 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// Keys and values in device memory as int8 rows of one position each, with a scale per position:
+// the keys are the left-hand operand of k q^T, the values the right-hand one of p v (their scales
+// folded into p). One block of `capacity` rows per sequence and head.
+class AccelKvCache final : public KvCache {
+ public:
+  AccelKvCache(driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
+      : KvCache(batch, heads, head_dim, capacity, false),
+        ld(align_up(head_dim, dev.properties().align)),
+        k_buf(dev.alloc(block() * batch * heads)),
+        v_buf(dev.alloc(block() * batch * heads)),
+        k_scale(uint64_t{batch} * heads * capacity),
+        v_scale(k_scale.size()) {}
+  static uint64_t bytes_for(const driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim,
+                            uint32_t capacity) {
+    return 2 * align_up(head_dim, dev.properties().align) * capacity * batch * heads;
+  }
+  uint64_t bytes() const override { return k_buf.size() + v_buf.size(); }
+  uint64_t offset(uint32_t seq, uint32_t head) const { return (uint64_t{seq} * heads + head) * block(); }
+  float* keys_scale(uint32_t seq, uint32_t head) { return &k_scale[(uint64_t{seq} * heads + head) * capacity]; }
+  float* values_scale(uint32_t seq, uint32_t head) { return &v_scale[(uint64_t{seq} * heads + head) * capacity]; }
+
+  const uint64_t ld;  // bytes from one position to the next
+  driver::Buffer k_buf, v_buf;
+
+ private:
+  uint64_t block() const { return ld * capacity; }
+  std::vector<float> k_scale, v_scale;
+};
+
 }  // namespace
 
-AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_t n, bool transposed) {
-  if (k > dev_.properties().k_max)
-    throw driver::UsageError(fmt::format("{}: an inner dimension of {} is above the engine's k_max = {}", name(), k,
-                                         dev_.properties().k_max));
+AccelBackend::Operand AccelBackend::upload_a(const float* a, uint32_t m, uint32_t k) {
   const auto start = std::chrono::steady_clock::now();
   Operand op;
-  op.k = k;
-  op.n = n;
+  op.rows = m;
+  op.cols = k;
+  op.ld = align_up(k, dev_.properties().align);
+  op.scale.resize(m);
+  std::vector<uint8_t> img(op.ld * m, 0);
+  for (uint32_t r = 0; r < m; ++r) {
+    const float* x = a + uint64_t{r} * k;
+    float peak = 0;
+    for (uint32_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(x[i]));
+    op.scale[r] = int8_scale(peak);
+    for (uint32_t i = 0; i < k; ++i) img[r * op.ld + i] = static_cast<uint8_t>(to_int8(x[i], 1.0f / op.scale[r]));
+  }
+  op.buf = dev_.alloc(img.size());
+  dev_.write(op.buf, 0, img);
+  phase("dma", "upload A (int8)", start);
+  return op;
+}
+
+AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_t n, bool transposed) {
+  const auto start = std::chrono::steady_clock::now();
+  Operand op;
+  op.rows = k;
+  op.cols = n;
   op.ld = align_up(n, dev_.properties().align);
   auto at = [&](uint32_t r, uint32_t c) { return transposed ? b[uint64_t{c} * k + r] : b[uint64_t{r} * n + c]; };
   op.scale.assign(n, 0.0f);
@@ -40,35 +87,27 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   return op;
 }
 
-void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
-  const uint64_t al = dev_.properties().align, lda = align_up(b.k, al), ldc = align_up(uint64_t{b.n} * 4, al);
+void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
+  const uint32_t m = a.rows, n = b.cols, k = a.cols;
+  if (k > dev_.properties().k_max)
+    throw driver::UsageError(fmt::format("{}: an inner dimension of {} is above the engine's k_max = {}", name(), k,
+                                         dev_.properties().k_max));
+  const uint64_t ldc = align_up(uint64_t{n} * 4, dev_.properties().align);
   auto start = std::chrono::steady_clock::now();
-  // A per row; rows past the engine's 16-bit M limit go in further GEMMs.
-  std::vector<float> row_scale(m);
-  std::vector<uint8_t> img(lda * m, 0);
-  for (uint32_t r = 0; r < m; ++r) {
-    const float* x = a + uint64_t{r} * b.k;
-    float peak = 0;
-    for (uint32_t i = 0; i < b.k; ++i) peak = std::max(peak, std::abs(x[i]));
-    row_scale[r] = int8_scale(peak);
-    for (uint32_t i = 0; i < b.k; ++i) img[r * lda + i] = static_cast<uint8_t>(to_int8(x[i], 1.0f / row_scale[r]));
-  }
-  driver::Buffer abuf = dev_.alloc(img.size()), cbuf = dev_.alloc(ldc * m);
-  dev_.write(abuf, 0, img);
-  phase("dma", "upload A (int8)", start);
-  start = std::chrono::steady_clock::now();
+  driver::Buffer cbuf = dev_.alloc(ldc * m);
+  // Rows past the engine's 16-bit M limit go in further GEMMs.
   std::vector<Descriptor> descs;
   for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
     Descriptor d;
     d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
     d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
     d.m = std::min<uint32_t>(spec::kDimMax, m - r0);
-    d.n = b.n;
-    d.k = b.k;
-    d.a_addr = abuf.addr() + r0 * lda;
-    d.b_addr = b.buf.addr();
+    d.n = n;
+    d.k = k;
+    d.a_addr = a.addr + r0 * a.ld;
+    d.b_addr = b.addr;
     d.c_addr = cbuf.addr() + r0 * ldc;
-    d.lda = static_cast<uint32_t>(lda);
+    d.lda = static_cast<uint32_t>(a.ld);
     d.ldb = static_cast<uint32_t>(b.ld);
     d.ldc = static_cast<uint32_t>(ldc);
     descs.push_back(d);
@@ -88,25 +127,82 @@ void AccelBackend::run(const float* a, uint32_t m, const Operand& b, float* c) {
   std::vector<uint8_t> out(ldc * m);
   dev_.read(cbuf, 0, out);
   for (uint32_t r = 0; r < m; ++r)
-    for (uint32_t col = 0; col < b.n; ++col) {
+    for (uint32_t col = 0; col < n; ++col) {
       int32_t acc;
       std::memcpy(&acc, &out[r * ldc + uint64_t{col} * 4], 4);
-      c[uint64_t{r} * b.n + col] = static_cast<float>(acc) * row_scale[r] * b.scale[col];
+      c[uint64_t{r} * n + col] = static_cast<float>(acc) * a.scale[r] * (b.scale ? b.scale[col] : 1.0f);
     }
   phase("dma", "download C (int32)", start);
 }
 
 void AccelBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
                           bool b_transposed) {
-  run(a, m, upload_b(b, k, n, b_transposed), c);
+  const Operand rhs = upload_b(b, k, n, b_transposed);
+  gemm(upload_a(a, m, k).matrix(), rhs.matrix(), c);
 }
 
 void AccelBackend::linear(const float* x, uint32_t m, const Linear& w, float* y) {
   auto it = weights_.find(&w);
   if (it == weights_.end()) it = weights_.emplace(&w, upload_b(w.w.data(), w.in, w.out, false)).first;
-  run(x, m, it->second, y);
+  gemm(upload_a(x, m, w.in).matrix(), it->second.matrix(), y);
   for (uint32_t r = 0; r < m; ++r)
     for (uint32_t c = 0; c < w.out; ++c) y[uint64_t{r} * w.out + c] += w.b[c];
+}
+
+uint64_t AccelBackend::kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const {
+  return AccelKvCache::bytes_for(dev_, batch, heads, head_dim, capacity);
+}
+
+std::unique_ptr<KvCache> AccelBackend::make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
+                                                     uint32_t capacity) {
+  return std::make_unique<AccelKvCache>(dev_, batch, heads, head_dim, capacity);
+}
+
+void AccelBackend::kv_store(KvCache& kv, uint32_t seq, uint32_t head, const float* k, const float* v,
+                            uint32_t tokens) {
+  auto& cache = dynamic_cast<AccelKvCache&>(kv);  // made by make_kv_cache
+  const auto start = std::chrono::steady_clock::now();
+  const uint32_t D = cache.head_dim;
+  auto store = [&](const float* x, float* scale, const driver::Buffer& buf) {
+    std::vector<uint8_t> img(cache.ld * tokens, 0);
+    for (uint32_t t = 0; t < tokens; ++t) {
+      const float* row = x + uint64_t{t} * D;
+      float peak = 0;
+      for (uint32_t i = 0; i < D; ++i) peak = std::max(peak, std::abs(row[i]));
+      const float s = scale[cache.length + t] = int8_scale(peak);
+      for (uint32_t i = 0; i < D; ++i) img[t * cache.ld + i] = static_cast<uint8_t>(to_int8(row[i], 1.0f / s));
+    }
+    dev_.write(buf, cache.offset(seq, head) + cache.length * cache.ld, img);
+  };
+  store(k, cache.keys_scale(seq, head), cache.k_buf);
+  store(v, cache.values_scale(seq, head), cache.v_buf);
+  phase("dma", "store K, V (int8)", start);
+}
+
+void AccelBackend::kv_scores(KvCache& kv, uint32_t seq, uint32_t head, const float* q, uint32_t tokens,
+                             float* scores) {
+  auto& cache = dynamic_cast<AccelKvCache&>(kv);
+  const uint32_t L = cache.length + tokens;
+  // k q^T, [L, tokens], with the cached keys as they lie; transposed back on the host.
+  const Int8Matrix keys{cache.k_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim,
+                        cache.keys_scale(seq, head)};
+  const Operand q_t = upload_b(q, cache.head_dim, tokens, true);
+  std::vector<float> st(uint64_t{L} * tokens);
+  gemm(keys, q_t.matrix(), st.data());
+  for (uint32_t l = 0; l < L; ++l)
+    for (uint32_t t = 0; t < tokens; ++t) scores[uint64_t{t} * L + l] = st[uint64_t{l} * tokens + t];
+}
+
+void AccelBackend::kv_mix(KvCache& kv, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out) {
+  auto& cache = dynamic_cast<AccelKvCache&>(kv);
+  const uint32_t L = cache.length + tokens;
+  // The values' per-position scales go into p's columns, so that the product is a plain int8 GEMM.
+  const float* v_scale = cache.values_scale(seq, head);
+  std::vector<float> pv(uint64_t{tokens} * L);
+  for (uint32_t t = 0; t < tokens; ++t)
+    for (uint32_t l = 0; l < L; ++l) pv[uint64_t{t} * L + l] = p[uint64_t{t} * L + l] * v_scale[l];
+  const Int8Matrix values{cache.v_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim, nullptr};
+  gemm(upload_a(pv.data(), tokens, L).matrix(), values, out);
 }
 
 }  // namespace tessera

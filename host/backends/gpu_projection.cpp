@@ -57,6 +57,10 @@ void ProjectedGpuBackend::matmul(const float* a, const float* b, float* c, uint3
     case GpuPrecision::kBf16: bf16_matmul_reference(a, b, c, m, n, k, t); break;
     case GpuPrecision::kInt8: int8_matmul_reference(a, b, c, m, n, k, t); break;
   }
+  account_gemm(m, n, k);
+}
+
+void ProjectedGpuBackend::account_gemm(uint32_t m, uint32_t n, uint32_t k) {
   // Operands in the GEMM's precision, results in fp32 (int32 for int8).
   const uint64_t read = operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n), written = 4 * uint64_t{m} * n;
   ++stats_.gemms;
@@ -71,6 +75,22 @@ void ProjectedGpuBackend::attention(const float* qkv, float* out, uint32_t token
   const uint64_t scores = uint64_t{cache.batch} * cache.heads * tokens * (cache.length + tokens);
   MatmulBackend::attention(qkv, out, tokens, cache);
   elementwise(scores);  // the softmax over the scores
+}
+
+void ProjectedGpuBackend::kv_scores(KvCache& cache, uint32_t seq, uint32_t head, const float* q, uint32_t tokens,
+                                    float* scores) {
+  if (precision_ != GpuPrecision::kInt8) return MatmulBackend::kv_scores(cache, seq, head, q, tokens, scores);
+  const uint32_t L = cache.length + tokens;
+  int8_scores_reference(q, cache.keys(seq, head), scores, tokens, L, cache.head_dim);
+  account_gemm(tokens, L, cache.head_dim);
+}
+
+void ProjectedGpuBackend::kv_mix(KvCache& cache, uint32_t seq, uint32_t head, const float* p, uint32_t tokens,
+                                 float* out) {
+  if (precision_ != GpuPrecision::kInt8) return MatmulBackend::kv_mix(cache, seq, head, p, tokens, out);
+  const uint32_t L = cache.length + tokens;
+  int8_mix_reference(p, cache.values(seq, head), out, tokens, L, cache.head_dim);
+  account_gemm(tokens, cache.head_dim, L);
 }
 
 void ProjectedGpuBackend::linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) {

@@ -51,23 +51,22 @@ void attention_with_host_softmax(MatmulBackend& b, const float* qkv, float* out,
     throw std::invalid_argument(fmt::format("the KV cache holds {} positions; {} more do not fit after {}",
                                             cache.capacity, T, past));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> scores(uint64_t{T} * L), q(uint64_t{T} * D), o(q.size());
+  std::vector<float> scores(uint64_t{T} * L), q(uint64_t{T} * D), k(q.size()), v(q.size()), o(q.size());
   for (uint32_t seq_i = 0; seq_i < cache.batch; ++seq_i)
     for (uint32_t head = 0; head < H; ++head) {
-      float* k = cache.keys(seq_i, head);
-      float* v = cache.values(seq_i, head);
       for (uint32_t t = 0; t < T; ++t) {
         const float* row = &qkv[(uint64_t{seq_i} * T + t) * W + uint64_t{head} * D];
         std::copy(row, row + D, &q[uint64_t{t} * D]);
-        std::copy(row + H * D, row + H * D + D, &k[uint64_t{past + t} * D]);
-        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{past + t} * D]);
+        std::copy(row + H * D, row + H * D + D, &k[uint64_t{t} * D]);
+        std::copy(row + 2 * H * D, row + 2 * H * D + D, &v[uint64_t{t} * D]);
       }
-      b.matmul(q.data(), k, scores.data(), T, L, D, true);
+      b.kv_store(cache, seq_i, head, k.data(), v.data(), T);
+      b.kv_scores(cache, seq_i, head, q.data(), T, scores.data());
       const auto t0 = Clock::now();
       for (auto& sc : scores) sc *= scale;
       softmax_causal(scores.data(), T, L, past);
       *host_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      b.matmul(scores.data(), v, o.data(), T, D, L, false);
+      b.kv_mix(cache, seq_i, head, scores.data(), T, o.data());
       for (uint32_t t = 0; t < T; ++t)
         std::copy(&o[uint64_t{t} * D], &o[uint64_t{t} * D] + D, &out[(uint64_t{seq_i} * T + t) * H * D + head * D]);
     }

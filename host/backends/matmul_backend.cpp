@@ -2,6 +2,8 @@
 
 #include "tessera/backends/host_ops.hpp"
 
+#include <algorithm>
+
 namespace tessera {
 
 // What a backend that runs only matrix products does for the rest: the host runs it.
@@ -15,6 +17,22 @@ void MatmulBackend::linear(const float* x, uint32_t m, const Linear& w, float* y
 std::unique_ptr<KvCache> MatmulBackend::make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                                       uint32_t capacity) {
   return std::make_unique<KvCache>(batch, heads, head_dim, capacity);
+}
+
+void MatmulBackend::kv_store(KvCache& cache, uint32_t seq, uint32_t head, const float* k, const float* v,
+                             uint32_t tokens) {
+  const uint64_t at = uint64_t{cache.length} * cache.head_dim, n = uint64_t{tokens} * cache.head_dim;
+  std::copy(k, k + n, cache.keys(seq, head) + at);
+  std::copy(v, v + n, cache.values(seq, head) + at);
+}
+
+void MatmulBackend::kv_scores(KvCache& cache, uint32_t seq, uint32_t head, const float* q, uint32_t tokens,
+                              float* scores) {
+  matmul(q, cache.keys(seq, head), scores, tokens, cache.length + tokens, cache.head_dim, true);
+}
+
+void MatmulBackend::kv_mix(KvCache& cache, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out) {
+  matmul(p, cache.values(seq, head), out, tokens, cache.head_dim, cache.length + tokens, false);
 }
 
 void MatmulBackend::attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) {

@@ -192,7 +192,7 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
       if (!local(sh)) continue;
       uint64_t bytes = 0;
       for (uint32_t n : microbatch_sizes_)
-        bytes += (stages_[s].last - stages_[s].first + 1) * KvCache::fp32_bytes(n, sh.heads, cfg.head_dim(), capacity);
+        bytes += (stages_[s].last - stages_[s].first + 1) * sh.backend->kv_cache_bytes(n, sh.heads, cfg.head_dim(), capacity);
       (sh.backend->memory_free() ? on_device[sh.backend] : on_host) += bytes;
     }
   auto mib = [](uint64_t b) { return double(b) / (1 << 20); };

@@ -117,10 +117,17 @@ TEST_CASE("int8 decoding on the accelerator model meets the numerics targets", "
   driver::Device dev(driver::DeviceSpec::parse("model"));
   AccelBackend accel(dev);
   Pipeline p(m, {StageShards{0, 1, {Shard{&accel, 0, 4, 0, 512, 0, V}}}});
-  const Numerics n = compare_logits(prefill_then_decode(p, tokens, batch, seq, prompt, 1, V), ref, V);
+  const auto stepped = prefill_then_decode(p, tokens, batch, seq, prompt, 1, V);
+  const Numerics n = compare_logits(stepped, ref, V);
   INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement);
   CHECK(n.cosine >= 0.995);
   CHECK(n.top1_agreement >= 0.95);
+  // The caches are in device memory: int8 keys and values, a row of aligned bytes per position.
+  const uint64_t row = (m.cfg.head_dim() + dev.properties().align - 1) / dev.properties().align * dev.properties().align;
+  CHECK(p.kv_cache_bytes() == uint64_t{m.cfg.layers} * 2 * batch * m.cfg.heads * seq * row);
+  // Every quantization is per token (or per query row), so the cached steps compute exactly what
+  // the whole-sequence pass does.
+  CHECK(stepped == forward(m, tokens, batch, seq, accel));
 }
 
 TEST_CASE("a step that fails part way ends the generation", "[unit][gpt2][generation]") {

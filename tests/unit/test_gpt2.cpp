@@ -364,6 +364,34 @@ TEST_CASE("the accelerator's int8 products equal the shared int8 reference bit f
     INFO("B transposed: " << t);
     CHECK(got == want);
   }
+  SECTION("and so do its products over the KV cache in device memory, position by position") {
+    const uint32_t D = 24, prompt = 7, steps = 3;  // a row of 24 bytes, padded to the alignment
+    const auto cache = accel.make_kv_cache(1, 2, D, prompt + steps);
+    CHECK(cache->bytes() == 2 * 2 * (prompt + steps) * ((D + dev.properties().align - 1) / dev.properties().align *
+                                                        dev.properties().align));
+    std::vector<float> keys, values;  // what the cache holds, in fp32, for the reference
+    for (uint32_t T : {prompt, 1u, 1u, 1u}) {
+      const uint32_t L = cache->length + T;
+      std::vector<float> q(T * D), k(T * D), v(T * D), p(T * L);
+      for (size_t i = 0; i < q.size(); ++i) {
+        q[i] = std::sin(0.9f * float(i + L));
+        k[i] = 2.0f * std::cos(0.4f * float(i * L));
+        v[i] = (i % 7 ? 1.0f : 40.0f) * std::sin(float(i) + 0.1f * float(L));  // outliers in some channels
+      }
+      for (size_t i = 0; i < p.size(); ++i) p[i] = 0.5f + 0.5f * std::sin(1.7f * float(i));
+      keys.insert(keys.end(), k.begin(), k.end());
+      values.insert(values.end(), v.begin(), v.end());
+      accel.kv_store(*cache, 0, 1, k.data(), v.data(), T);
+      std::vector<float> got(T * L), want(T * L), out(T * D), want_out(T * D);
+      accel.kv_scores(*cache, 0, 1, q.data(), T, got.data());
+      int8_scores_reference(q.data(), keys.data(), want.data(), T, L, D);
+      CHECK(got == want);
+      accel.kv_mix(*cache, 0, 1, p.data(), T, out.data());
+      int8_mix_reference(p.data(), values.data(), want_out.data(), T, L, D);
+      CHECK(out == want_out);
+      cache->length = L;
+    }
+  }
   // Zero rows stay zero, and the largest magnitude of each row maps to 127 exactly.
   CHECK(int8_scale(0.0f) == 1.0f);
   CHECK(to_int8(2.54f, 1.0f / int8_scale(2.54f)) == 127);

@@ -1,6 +1,7 @@
 // Matrix products on a Tessera device (any driver backend) in int8, quantized as in quantize.hpp
 // (per token, per output channel): the engine multiplies into int32 and the host dequantizes.
-// Weights are quantized and uploaded once and stay resident on the device.
+// Weights are quantized and uploaded once and stay resident on the device; so do the KV caches
+// (int8 keys and values, a scale per token), which the engine reads as GEMM operands.
 #pragma once
 
 #include <map>
@@ -23,6 +24,13 @@ class AccelBackend final : public MatmulBackend {
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override;
   void release(const Linear& w) override { weights_.erase(&w); }
   MatmulStats stats() const override { return stats_; }
+  std::optional<uint64_t> memory_free() const override { return dev_.free_bytes(); }
+  uint64_t kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const override;
+  std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
+                                         uint32_t capacity) override;
+  void kv_store(KvCache& cache, uint32_t seq, uint32_t head, const float* k, const float* v, uint32_t tokens) override;
+  void kv_scores(KvCache& cache, uint32_t seq, uint32_t head, const float* q, uint32_t tokens, float* scores) override;
+  void kv_mix(KvCache& cache, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out) override;
   std::vector<Phase> take_phases() override { return std::exchange(phases_, {}); }
   // ASIC what-if: also estimate every GEMM with the timing model for this engine configuration
   // (another array, same memory system), into stats().projected_cycles.
@@ -32,15 +40,25 @@ class AccelBackend final : public MatmulBackend {
   }
 
  private:
-  // An int8 right-hand operand in device memory, row pitch aligned, with its column scales.
+  // An int8 matrix in device memory, `ld` bytes from row to row, with a scale per row (a left-hand
+  // operand) or per column (a right-hand one; none means 1).
+  struct Int8Matrix {
+    uint64_t addr = 0, ld = 0;
+    uint32_t rows = 0, cols = 0;
+    const float* scale = nullptr;
+  };
+  // One the backend owns: a weight, or an operand uploaded for one product.
   struct Operand {
     driver::Buffer buf;
-    uint32_t k = 0, n = 0;
+    uint32_t rows = 0, cols = 0;
     uint64_t ld = 0;
     std::vector<float> scale;
+    Int8Matrix matrix() const { return {buf.addr(), ld, rows, cols, scale.data()}; }
   };
+  Operand upload_a(const float* a, uint32_t m, uint32_t k);
   Operand upload_b(const float* b, uint32_t k, uint32_t n, bool transposed);
-  void run(const float* a, uint32_t m, const Operand& b, float* c);
+  // c[a.rows, b.cols] = a * b on the engine, dequantized with both operands' scales.
+  void gemm(const Int8Matrix& a, const Int8Matrix& b, float* c);
 
   driver::Device& dev_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime

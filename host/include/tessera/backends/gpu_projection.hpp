@@ -45,10 +45,14 @@ class ProjectedGpuBackend final : public MatmulBackend {
   bool runs_other_ops() const override { return true; }
   using MatmulBackend::attention;
   void attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) override;
+  // In int8, the accelerator's products over its KV cache (int8_scores_reference, int8_mix_reference).
+  void kv_scores(KvCache& cache, uint32_t seq, uint32_t head, const float* q, uint32_t tokens, float* scores) override;
+  void kv_mix(KvCache& cache, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out) override;
   void linear_gelu(const float* x, uint32_t m, const Linear& w, float* y) override;
   void layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const LayerNormWeights& w, float eps) override;
 
  private:
+  void account_gemm(uint32_t m, uint32_t n, uint32_t k);
   void elementwise(uint64_t values) { stats_.projected_seconds += 8.0 * double(values) / peaks_.memory_bytes_per_s; }
   std::string spec_;
   const GpuPeaks& peaks_;

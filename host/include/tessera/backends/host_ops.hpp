@@ -14,8 +14,9 @@ void gelu_tanh(float* x, size_t n);
 // Row r is the query at position offset + r; it sees keys 0 .. offset + r and the rest become 0.
 void softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset);
 
-// MatmulBackend::attention with a host cache: q k^T and the product with v on `b`, the scaling and
-// softmax on the host, whose wall time is added to *host_seconds.
+// MatmulBackend::attention for backends that run only matrix products: q k^T and the product with v
+// on `b` (its kv_ methods, over a cache wherever `b` keeps it), the scaling and softmax on the host,
+// whose wall time is added to *host_seconds.
 void attention_with_host_softmax(MatmulBackend& b, const float* qkv, float* out, uint32_t tokens, KvCache& cache,
                                  double* host_seconds);
 

@@ -71,6 +71,17 @@ class MatmulBackend {
   // backend keeps it on its device, it takes the memory now and throws when there is not enough.
   virtual std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                                  uint32_t capacity);
+  // The bytes such a cache takes.
+  virtual uint64_t kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const {
+    return KvCache::fp32_bytes(batch, heads, head_dim, capacity);
+  }
+  // The products of the attention core with the host's softmax between them, for one sequence and
+  // head of `cache`, when `tokens` new ones follow its cache.length positions (L = length + tokens):
+  // kv_store keeps their keys and values k, v [tokens, head_dim] at positions length onwards;
+  // kv_scores gives scores[tokens, L] = q k^T; kv_mix gives out[tokens, head_dim] = p v.
+  virtual void kv_store(KvCache& cache, uint32_t seq, uint32_t head, const float* k, const float* v, uint32_t tokens);
+  virtual void kv_scores(KvCache& cache, uint32_t seq, uint32_t head, const float* q, uint32_t tokens, float* scores);
+  virtual void kv_mix(KvCache& cache, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out);
   // The attention core for `tokens` new tokens of each of the cache's sequences, from
   // qkv[batch * tokens, 3 * heads * head_dim] (the q, k and v blocks side by side): their keys and
   // values go into the cache at positions cache.length onwards; then per sequence and head,
