@@ -1,8 +1,10 @@
 #include "tessera/io/gpt2.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,36 +61,70 @@ nlohmann::json Gpt2Config::to_json() const {
           {"layer_norm_epsilon", eps}, {"activation_function", "gelu_new"}};
 }
 
+namespace {
+
+// n normal draws (Box-Muller on the two halves of each 64-bit draw) from a stream of their own.
+void fill_normal(std::vector<float>& v, size_t n, float mean, float std, uint64_t seed, uint64_t stream) {
+  std::seed_seq seq{seed, stream};
+  std::mt19937_64 rng(seq);
+  v.resize(n);
+  constexpr double kTwoPi = 2 * M_PI, kUnit = 1.0 / (1u << 24);
+  for (size_t i = 0; i < n; i += 2) {
+    const uint64_t bits = rng();
+    const double u1 = (double((bits >> 40) & 0xFFFFFF) + 1) * kUnit, u2 = double((bits >> 16) & 0xFFFFFF) * kUnit;
+    const double r = std::sqrt(-2 * std::log(u1));
+    v[i] = mean + std * static_cast<float>(r * std::cos(kTwoPi * u2));
+    if (i + 1 < n) v[i + 1] = mean + std * static_cast<float>(r * std::sin(kTwoPi * u2));
+  }
+}
+
+}  // namespace
+
 Gpt2Model Gpt2Model::random(const Gpt2Config& cfg, uint64_t seed) {
   cfg.validate("model configuration");
-  std::mt19937_64 rng(seed);
-  auto normal = [&](size_t n, float mean, float std) {
-    std::normal_distribution<float> d(mean, std);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
+  // Every tensor draws from its own stream (the seed and its place in the model), so they fill in
+  // parallel and the weights do not depend on the threads: GPT-2 small's 124M in well under a second.
+  struct Fill {
+    std::vector<float>* v;
+    size_t n;
+    float mean, std;
   };
+  std::vector<Fill> fills;
   const uint32_t E = cfg.width;
   const float proj_std = 0.02f / std::sqrt(2.0f * cfg.layers);
-  auto linear = [&](uint32_t in, uint32_t out, float std) {
-    return Linear{in, out, normal(size_t{in} * out, 0, std), normal(out, 0, 0.02f)};
+  auto linear = [&](Linear& l, uint32_t in, uint32_t out, float std) {
+    l.in = in;
+    l.out = out;
+    fills.push_back({&l.w, size_t{in} * out, 0, std});
+    fills.push_back({&l.b, out, 0, 0.02f});
   };
-  auto layer_norm = [&] { return LayerNormWeights{normal(E, 1.0f, 0.1f), normal(E, 0, 0.02f)}; };
+  auto layer_norm = [&](LayerNormWeights& w) {
+    fills.push_back({&w.w, E, 1.0f, 0.1f});
+    fills.push_back({&w.b, E, 0, 0.02f});
+  };
   Gpt2Model m;
   m.cfg = cfg;
-  m.wte = normal(size_t{cfg.vocab} * E, 0, 0.14f);
-  m.wpe = normal(size_t{cfg.positions} * E, 0, 0.02f);
-  for (uint32_t l = 0; l < cfg.layers; ++l) {
-    Gpt2Block b;
-    b.ln_1 = layer_norm();
-    b.c_attn = linear(E, 3 * E, 0.02f);
-    b.attn_proj = linear(E, E, proj_std);
-    b.ln_2 = layer_norm();
-    b.c_fc = linear(E, 4 * E, 0.02f);
-    b.mlp_proj = linear(4 * E, E, proj_std);
-    m.blocks.push_back(std::move(b));
+  m.blocks.resize(cfg.layers);
+  fills.push_back({&m.wte, size_t{cfg.vocab} * E, 0, 0.14f});
+  fills.push_back({&m.wpe, size_t{cfg.positions} * E, 0, 0.02f});
+  for (Gpt2Block& b : m.blocks) {
+    layer_norm(b.ln_1);
+    linear(b.c_attn, E, 3 * E, 0.02f);
+    linear(b.attn_proj, E, E, proj_std);
+    layer_norm(b.ln_2);
+    linear(b.c_fc, E, 4 * E, 0.02f);
+    linear(b.mlp_proj, 4 * E, E, proj_std);
   }
-  m.ln_f = layer_norm();
+  layer_norm(m.ln_f);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < fills.size();) fill_normal(*fills[i].v, fills[i].n, fills[i].mean, fills[i].std, seed, i);
+  };
+  {
+    std::vector<std::jthread> helpers(std::max(1u, std::thread::hardware_concurrency()) - 1);
+    for (auto& t : helpers) t = std::jthread(work);
+    work();
+  }  // joined
   return m;
 }
 

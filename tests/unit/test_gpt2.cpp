@@ -122,6 +122,29 @@ TEST_CASE("GPT-2 config from config.json", "[unit][gpt2]") {
                   ModelError);
 }
 
+TEST_CASE("random weights: seeded, and with the statistics asked for", "[unit][gpt2]") {
+  const Gpt2Config cfg{.vocab = 1000, .positions = 64, .width = 96, .heads = 4, .layers = 3};
+  const Gpt2Model a = Gpt2Model::random(cfg, 7), b = Gpt2Model::random(cfg, 7), c = Gpt2Model::random(cfg, 8);
+  CHECK(a.wte == b.wte);
+  CHECK(a.blocks[2].mlp_proj.w == b.blocks[2].mlp_proj.w);
+  CHECK(a.wte != c.wte);
+  CHECK(a.blocks[0].c_attn.w != a.blocks[1].c_attn.w);  // every tensor its own stream
+  auto moments = [](const std::vector<float>& v) {
+    double sum = 0, sq = 0;
+    for (float x : v) sum += x, sq += double(x) * x;
+    const double mean = sum / double(v.size());
+    return std::pair{mean, std::sqrt(sq / double(v.size()) - mean * mean)};
+  };
+  const auto [wte_mean, wte_std] = moments(a.wte);  // 96000 draws: the std within 1%
+  CHECK(std::abs(wte_mean) < 0.002);
+  CHECK(wte_std == Approx(0.14).epsilon(0.01));
+  const auto [ln_mean, ln_std] = moments(a.blocks[1].ln_1.w);
+  CHECK(ln_mean == Approx(1.0).epsilon(0.05));
+  CHECK(ln_std == Approx(0.1).epsilon(0.3));
+  CHECK(moments(a.blocks[0].attn_proj.w).second == Approx(0.02 / std::sqrt(6.0)).epsilon(0.03));
+  CHECK(a.blocks[0].c_fc.out == 4 * cfg.width);
+}
+
 TEST_CASE("the tiny model and the CPU forward pass match a double-precision reference", "[unit][gpt2]") {
   const Gpt2Model m = Gpt2Model::tiny(7);
   CHECK(m.cfg.width == 128);

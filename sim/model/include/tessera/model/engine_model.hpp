@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "tessera/model/faults.hpp"
@@ -53,6 +54,10 @@ class EngineModel {
   BitFlipper flipper_;
   bool resetting_ = false;  // fault=hang: a reset that waits for reads that never return
   Memory mem_;
+  // The timing model is a function of the descriptor and the two configurations alone, and a
+  // transformer's decode steps repeat their descriptors: each one is timed once (tag cleared).
+  TimingEstimate timed(const Descriptor& d);
+  std::map<DescriptorBytes, TimingEstimate> timings_;
   uint64_t cycles_ = 0;
   uint32_t scratch_ = 0, ctrl_enable_ = 0, irq_status_ = 0, irq_enable_ = 0;
   uint64_t ring_base_ = 0;
