@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The trained model (models/kjv-tiny, scripts/train-tiny): `tessera eval` in fp32 against the
+independent PyTorch evaluation committed beside it (scripts/eval-torch; within 1e-3 relative), int8
+on the accelerator model against fp32, and `tessera generate` from it on the CPU and the accelerator.
+
+usage: test_trained_model.py TESSERA_BINARY
+Prints one line per check and 'N passed, N failed' at the end.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checks import check, finish  # noqa: E402 (the tests' shared module)
+
+TESSERA = sys.argv[1]
+MODEL = pathlib.Path(__file__).resolve().parents[2] / "models/kjv-tiny"
+HELDOUT = MODEL / "heldout.txt"
+
+
+def run(*args, timeout=600):
+    return subprocess.run([TESSERA, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def evaluate(text, plan):
+    r = run("eval", "--model", str(MODEL), "--text", str(text), "--plan", plan, "--json")
+    return (json.loads(r.stdout) if r.returncode == 0 else {}), r.stderr
+
+
+torch_ref = json.loads((MODEL / "eval-torch.json").read_text())
+fp32, err = evaluate(HELDOUT, "0-3@cpu")
+rel = abs(fp32.get("perplexity", 0) / torch_ref["perplexity"] - 1)
+print(f"     held-out perplexity: tessera fp32 {fp32.get('perplexity')}, PyTorch {torch_ref['perplexity']}, "
+      f"relative difference {rel:.2e}")
+check("eval on the CPU (fp32) matches PyTorch's perplexity of the same checkpoint within 1e-3",
+      rel < 1e-3 and fp32.get("tokens") == torch_ref["tokens"] and fp32.get("windows") == torch_ref["windows"],
+      err + json.dumps(fp32))
+
+with tempfile.TemporaryDirectory() as d:
+    # The accelerator model over the first 8 KB (the whole text is minutes of simulation).
+    part = pathlib.Path(d) / "heldout-8k.txt"
+    part.write_bytes(HELDOUT.read_bytes()[:8192])
+    cpu, err_c = evaluate(part, "0-3@cpu")
+    accel, err_a = evaluate(part, "0-3@model")
+    gap = accel.get("perplexity", 0) / cpu.get("perplexity", 1) - 1
+    print(f"     first 8 KB: fp32 {cpu.get('perplexity')}, int8 on the accelerator {accel.get('perplexity')} "
+          f"({100 * gap:+.2f}%)")
+    check("int8 on the accelerator model: perplexity within 1% of fp32's",
+          accel.get("precision") == "int8" and abs(gap) < 0.01, err_c + err_a)
+    gpu, err_g = evaluate(part, "0-3@cuda:0?precision=int8&projected=1")
+    check("the projected int8 GPU computes the accelerator's arithmetic: the same perplexity",
+          gpu.get("nll") == accel.get("nll") and gpu.get("precision") == "int8", err_g + json.dumps(gpu))
+
+for plan in ("0-3@cpu", "0-3@model", "0-1@model;2-3@cpu"):
+    r = run("generate", "--model", str(MODEL), "--prompt", "And God said, Let there be", "--max-new-tokens", "40",
+            "--plan", plan, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    print(f"     {plan}: {j.get('text', '')!r}")
+    check(f"generate from the trained model on {plan}: 40 new tokens, the CPU's ids compared",
+          r.returncode == 0 and len(j.get("text", "")) == 40 and len(j.get("generated_ids", [])) == 40 and "first_divergence" in j.get("reference", {}), r.stderr)
+finish()
