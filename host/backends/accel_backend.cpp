@@ -54,13 +54,7 @@ AccelBackend::Operand AccelBackend::upload_a(const float* a, uint32_t m, uint32_
   op.ld = align_up(k, dev_.properties().align);
   op.scale.resize(m);
   std::vector<uint8_t> img(op.ld * m, 0);
-  for (uint32_t r = 0; r < m; ++r) {
-    const float* x = a + uint64_t{r} * k;
-    float peak = 0;
-    for (uint32_t i = 0; i < k; ++i) peak = std::max(peak, std::abs(x[i]));
-    op.scale[r] = int8_scale(peak);
-    for (uint32_t i = 0; i < k; ++i) img[r * op.ld + i] = static_cast<uint8_t>(to_int8(x[i], 1.0f / op.scale[r]));
-  }
+  for (uint32_t r = 0; r < m; ++r) op.scale[r] = quantize_row(a + uint64_t{r} * k, k, &img[r * op.ld]);
   op.buf = dev_.alloc(img.size());
   dev_.write(op.buf, 0, img);
   phase("dma", "upload A (int8)", start);
@@ -165,13 +159,8 @@ void AccelBackend::kv_store(KvCache& kv, uint32_t seq, uint32_t head, const floa
   const uint32_t D = cache.head_dim;
   auto store = [&](const float* x, float* scale, const driver::Buffer& buf) {
     std::vector<uint8_t> img(cache.ld * tokens, 0);
-    for (uint32_t t = 0; t < tokens; ++t) {
-      const float* row = x + uint64_t{t} * D;
-      float peak = 0;
-      for (uint32_t i = 0; i < D; ++i) peak = std::max(peak, std::abs(row[i]));
-      const float s = scale[cache.length + t] = int8_scale(peak);
-      for (uint32_t i = 0; i < D; ++i) img[t * cache.ld + i] = static_cast<uint8_t>(to_int8(row[i], 1.0f / s));
-    }
+    for (uint32_t t = 0; t < tokens; ++t)
+      scale[cache.length + t] = quantize_row(x + uint64_t{t} * D, D, &img[t * cache.ld]);
     dev_.write(buf, cache.offset(seq, head) + cache.length * cache.ld, img);
   };
   store(k, cache.keys_scale(seq, head), cache.k_buf);

@@ -20,13 +20,7 @@ float at(const float* b, uint32_t r, uint32_t c, uint32_t k, uint32_t n, bool tr
 std::vector<double> quantize_rows(const float* x, uint32_t rows, uint32_t cols, std::vector<float>& scale) {
   std::vector<double> q(uint64_t{rows} * cols);
   scale.resize(rows);
-  for (uint32_t r = 0; r < rows; ++r) {
-    const float* row = x + uint64_t{r} * cols;
-    float peak = 0;
-    for (uint32_t i = 0; i < cols; ++i) peak = std::max(peak, std::abs(row[i]));
-    scale[r] = int8_scale(peak);
-    for (uint32_t i = 0; i < cols; ++i) q[uint64_t{r} * cols + i] = to_int8(row[i], 1.0f / scale[r]);
-  }
+  for (uint32_t r = 0; r < rows; ++r) scale[r] = quantize_row(x + uint64_t{r} * cols, cols, &q[uint64_t{r} * cols]);
   return q;
 }
 

@@ -59,5 +59,5 @@ for plan in ("0-3@cpu", "0-3@model", "0-1@model;2-3@cpu"):
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     print(f"     {plan}: {j.get('text', '')!r}")
     check(f"generate from the trained model on {plan}: 40 new tokens, the CPU's ids compared",
-          r.returncode == 0 and len(j.get("text", "")) == 40 and len(j.get("generated_ids", [])) == 40 and "first_divergence" in j.get("reference", {}), r.stderr)
+          r.returncode == 0 and j.get("text") and len(j.get("generated_ids", [])) == 40 and "first_divergence" in j.get("reference", {}), r.stderr)
 finish()

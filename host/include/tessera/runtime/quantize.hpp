@@ -20,6 +20,17 @@ inline int8_t to_int8(float v, float inv_scale) {
   return static_cast<int8_t>(std::clamp(std::lround(v * inv_scale), -127L, 127L));
 }
 
+// x[0, n) in int8 into out, scaled by its own largest magnitude; returns the scale. How every int8
+// path quantizes a row of activations (and the accelerator a cached key or value).
+template <class Out>
+float quantize_row(const float* x, uint32_t n, Out* out) {
+  float peak = 0;
+  for (uint32_t i = 0; i < n; ++i) peak = std::max(peak, std::abs(x[i]));
+  const float scale = int8_scale(peak);
+  for (uint32_t i = 0; i < n; ++i) out[i] = static_cast<Out>(to_int8(x[i], 1.0f / scale));
+  return scale;
+}
+
 // c[m, n] = a[m, k] * b ([k, n], or [n, k] when b_transposed) as an int8 path computes it, with the
 // integer products summed exactly: the reference the int8 backends are checked against.
 void int8_matmul_reference(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
