@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The trained model (models/kjv-tiny, scripts/train-tiny): `tessera eval` in fp32 against the
 independent PyTorch evaluation committed beside it (scripts/eval-torch; within 1e-3 relative), int8
-on the accelerator model against fp32, and `tessera generate` from it on the CPU and the accelerator.
+on the accelerator model against fp32, and `tessera generate` from it on the CPU, the accelerator model
+and the RTL simulation (the model's ids, and its cycles within 1%: in a queue of descriptors the RTL's
+arbiter keeps its state, so they differ by a few cycles each; a few tokens, as the RTL is slow).
 
 usage: test_trained_model.py TESSERA_BINARY
 Prints one line per check and 'N passed, N failed' at the end.
@@ -60,4 +62,24 @@ for plan in ("0-3@cpu", "0-3@model", "0-1@model;2-3@cpu"):
     print(f"     {plan}: {j.get('text', '')!r}")
     check(f"generate from the trained model on {plan}: 40 new tokens, the CPU's ids compared",
           r.returncode == 0 and j.get("text") and len(j.get("generated_ids", [])) == 40 and "first_divergence" in j.get("reference", {}), r.stderr)
+def generate(plan, prompt, new_tokens):
+    r = run("generate", "--model", str(MODEL), "--prompt", prompt, "--max-new-tokens", str(new_tokens),
+            "--plan", plan, "--json")
+    return (json.loads(r.stdout) if r.returncode == 0 else {}), r.stderr
+
+
+def accel_cycles(j):
+    """Cycles per (phase, stage, op), the device named by its index in the plan."""
+    return {(o["phase"], o["device"].split(":")[-1], o["op"]): o["cycles"] for o in j.get("ops", []) if o["cycles"]}
+
+
+rtl, err_r = generate("0-1@rtl:0;2-3@rtl:1", "And God said", 4)
+model, err_m = generate("0-1@model:0;2-3@model:1", "And God said", 4)
+rtl_cycles, model_cycles = accel_cycles(rtl), accel_cycles(model)
+worst = max((abs(model_cycles.get(k, 0) / c - 1) for k, c in rtl_cycles.items()), default=1.0)
+print(f"     rtl: {rtl.get('text', '')!r}, model: {model.get('text', '')!r}, "
+      f"worst cycle difference per phase and op {100 * worst:.3f}%")
+check("generate on the RTL simulation: the model backend's ids, its cycles within 1% per phase and op",
+      len(rtl.get("generated_ids", [])) == 4 and rtl.get("generated_ids") == model.get("generated_ids")
+      and rtl_cycles.keys() == model_cycles.keys() and worst < 0.01, err_r + err_m)
 finish()
