@@ -3,7 +3,7 @@
 // golden model's arithmetic that the model device also does.
 //
 //   tessera-timing [--preset P] [--mem-latency N] [--mem-bytes-per-cycle N] [--mem-max-reads N]
-//                  [--mem-max-writes N] --m M --n N --k K [--out int8] [--bias] [--relu]
+//                  [--mem-max-writes N] [--engine-max-reads N] --m M --n N --k K [--out int8] [--bias] [--relu]
 //                  [--accumulate] [--json]
 #include <algorithm>
 #include <chrono>
@@ -28,6 +28,7 @@ int run(int argc, char** argv) {
   GemmRequest req;
   MemoryModelConfig mem;
   double min_seconds = 0.05;
+  uint32_t engine_max_reads = 0;
   po::options_description opts("tessera-timing: time the timing model's estimate of one GEMM");
   opts.add_options()
       ("help,h", "this text")
@@ -36,6 +37,8 @@ int run(int argc, char** argv) {
       ("mem-bytes-per-cycle", po::value(&mem.bytes_per_cycle)->default_value(0), "memory bandwidth; 0 = the bus")
       ("mem-max-reads", po::value(&mem.max_reads)->default_value(mem.max_reads), "read bursts in flight")
       ("mem-max-writes", po::value(&mem.max_writes)->default_value(mem.max_writes), "write bursts in flight")
+      ("engine-max-reads", po::value(&engine_max_reads)->default_value(0),
+       "what-if: the engine's read tracker depth instead of the preset's (0 = the preset's)")
       ("m", po::value(&req.m)->required(), "rows of A and C")
       ("n", po::value(&req.n)->required(), "columns of B and C")
       ("k", po::value(&req.k)->required(), "columns of A, rows of B")
@@ -55,7 +58,8 @@ int run(int argc, char** argv) {
   if (out_mode != "int32" && out_mode != "int8")
     throw std::invalid_argument(fmt::format("--out must be int32 or int8, not '{}'", out_mode));
   req.int8_out = out_mode == "int8";
-  const EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset(preset));
+  EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset(preset));
+  if (engine_max_reads != 0) cfg.max_reads = engine_max_reads;
   GemmProblem p;
   p.req = req;
   // A fresh device's first buffer, the one `tessera gemm` gets, starts right after the ring.

@@ -6,6 +6,7 @@
 // are the memory's: a burst in flight with no beat (R) and writes waiting for their response (B).
 module tsr_top_sva #(
   parameter int unsigned AxiDataWidth = 256,
+  parameter int unsigned MaxReads = 16,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
 ) (
   input logic                      clk_i,
@@ -134,6 +135,15 @@ module tsr_top_sva #(
                       - 16'(m_axi_bvalid_i && m_axi_bready_o);
     end
   end
+  // The engine's read tracker bounds the bursts it has in flight (whatever the memory would accept).
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (rst_ni) begin
+      a_reads_within_tracker: assert (cov_reads_q <= 16'(MaxReads)) else begin
+        $error("%0d read bursts in flight, more than the tracker's %0d", cov_reads_q, MaxReads);
+        tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+      end
+    end
+  end
   cov_ring_wrap: cover property (@(posedge clk_i) ring_size > 1 && cov_head_q == ring_size - 1 &&
                                  ring_head == 0);
   cov_err_opcode: cover property (@(posedge clk_i) err_code == tsr_pkg::ERR_OPCODE);
@@ -154,6 +164,8 @@ module tsr_top_sva #(
   cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
   cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);
   cov_axi_r_gap:    cover property (@(posedge clk_i) cov_reads_q != 0 && !m_axi_rvalid_i);
+  // Every place of the read master's burst tracker in use: the depth that hides the memory's latency.
+  cov_reads_all_in_flight: cover property (@(posedge clk_i) cov_reads_q == 16'(MaxReads));
   cov_axi_b_wait:   cover property (@(posedge clk_i) cov_writes_q != 0 && !m_axi_bvalid_i);
   cov_a_slot0_swap: cover property (@(posedge clk_i) a_rel[0]);
   cov_a_slot1_swap: cover property (@(posedge clk_i) a_rel[1]);

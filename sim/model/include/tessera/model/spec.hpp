@@ -105,8 +105,8 @@ struct Preset {
 
 inline constexpr std::array<Preset, 3> kPresets{{
     {"small", 4, 4, 4096, 256, 16},
-    {"default", 16, 16, 4096, 256, 16},
-    {"large", 32, 32, 4096, 512, 16},
+    {"default", 16, 16, 4096, 256, 64},
+    {"large", 32, 32, 4096, 512, 64},
 }};
 
 // Descriptor layout: 32-bit words; 64-bit fields span word and word + 1.

@@ -12,7 +12,7 @@ namespace tessera {
 struct MemoryModelConfig {
   uint32_t latency = 64;          // cycles from address accepted to first data / to write response
   uint32_t bytes_per_cycle = 0;   // data bandwidth per direction; 0 = the full bus width
-  uint32_t max_reads = 16;        // read bursts the memory accepts before it stalls AR
+  uint32_t max_reads = 64;        // read bursts the memory accepts before it stalls AR
   uint32_t max_writes = 16;       // write bursts likewise
   std::optional<uint64_t> slverr_addr;  // a burst touching this byte gets SLVERR
 };
