@@ -43,7 +43,7 @@ module tsr_loader_a #(
   logic [RowShift:0] i_q, i_d;
   logic [AddrWidth-1:0] a_tile_q, a_tile_d, c_col_q, c_col_d, c_tile_q, c_tile_d;
   logic [AddrWidth-1:0] row_q, row_d;
-  logic row_last, tile_last_m;
+  logic row_last, tile_last_m, a_resident;
   logic [RowShift:0] vr;
   logic [KW:0] k;
   logic [BeatsWidth-1:0] a_row_beats;
@@ -54,6 +54,9 @@ module tsr_loader_a #(
   assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
   assign row_last    = i_q == vr - 1'b1;
   assign tile_last_m = rows_left_q <= 16'(Rows);
+  // One row block and no C_in: every tile reads the same A rows, so they are loaded once, into slot
+  // 0, which tsr_seq keeps until the last tile (decode-sized GEMMs read only B after that).
+  assign a_resident  = !cfg_i.accumulate && cfg_i.m <= 16'(Rows);
 
   always_comb begin
     req_valid_o = 1'b0;
@@ -126,6 +129,8 @@ module tsr_loader_a #(
             state_d = LaCin;
             i_d     = '0;
             row_d   = c_tile_q;
+          end else if (row_last && a_resident) begin
+            state_d = LaIdle;
           end else if (row_last) begin
             // next tile: row blocks inner, column blocks outer
             state_d = LaWait;

@@ -78,7 +78,7 @@ module tsr_seq #(
   logic        int8;
   logic [RowW:0] cur_vr;
   logic [ColW:0] cur_vc;
-  logic        start_tile, emit, tiles_left;
+  logic        start_tile, emit, tiles_left, a_resident;
   logic [KW:0] emit_k;
   logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
 
@@ -105,6 +105,9 @@ module tsr_seq #(
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
   assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
+  // A resident for the whole GEMM (tsr_loader_a loads one row block without C_in once): the tiles
+  // all read A slot 0, and only the last one releases it.
+  assign a_resident = !cfg_i.accumulate && cfg_i.m <= 16'(Rows);
 
   always_comb begin
     running_d   = running_q;
@@ -129,7 +132,7 @@ module tsr_seq #(
       k_d         = (KW+1)'(1);
       gap_d       = ((k > (KW+1)'(GapMax)) ? k : (KW+1)'(GapMax)) - 1'b1;
       credits_d   = credits_d - ($clog2(Credits)+1)'(cur_vr);
-      tile_d      = !tile_q;
+      tile_d      = tile_q ^ !a_resident;
       if (cur_nblast) begin
         rows_left_d = cfg_i.m;
         cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
@@ -165,11 +168,13 @@ module tsr_seq #(
 
   // ---------------------------------------------------------------- operand token chain
   logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_aslot_q, tok_bslot_q, tok_nblast_q;
+  logic [Rows-1:0]     tok_akeep_q;  // the tile's A slot stays claimed after it (resident A)
   logic [KW-1:0]       tok_k_q [Chain];
 
   // The slot and block flags of the tile being streamed are held from its start.
-  logic str_aslot_q, str_bslot_q, str_nblast_q;
+  logic str_aslot_q, str_bslot_q, str_nblast_q, str_akeep_q, tok_akeep_d;
   assign tok_aslot_d  = start_tile ? tile_q : str_aslot_q;
+  assign tok_akeep_d  = start_tile ? a_resident && !cur_final : str_akeep_q;
   assign tok_bslot_d  = start_tile ? cur_bslot : str_bslot_q;
   assign tok_nblast_d = start_tile ? cur_nblast : str_nblast_q;
 
@@ -188,12 +193,14 @@ module tsr_seq #(
     tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
     tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
+    tok_akeep_q  <= {tok_akeep_q[Rows-2:0], tok_akeep_d};
     tok_k_q[0]   <= emit_k[KW-1:0];
     for (int s = 1; s < Chain; s++) tok_k_q[s] <= tok_k_q[s-1];
     if (start_tile) begin
       str_aslot_q  <= tile_q;
       str_bslot_q  <= cur_bslot;
       str_nblast_q <= cur_nblast;
+      str_akeep_q  <= a_resident && !cur_final;
     end
   end
 
@@ -223,7 +230,7 @@ module tsr_seq #(
   always_comb begin
     a_rel_o = '0;
     b_rel_o = '0;
-    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1];
+    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1] && !tok_akeep_q[Rows-1];
     b_rel_o[tok_bslot_q[Cols-1]] = tok_valid_q[Cols-1] && tok_last_q[Cols-1] && tok_nblast_q[Cols-1];
   end
 

@@ -8,7 +8,7 @@ bind tsr_seq tsr_seq_sva #(.Credits(Credits)) u_sva (
   .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_vr))
 );
 
-bind tsr_top tsr_top_sva #(.AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (
+bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (
   .clk_i, .rst_ni,
   .m_axi_arvalid_o, .m_axi_arready_i, .m_axi_araddr_o, .m_axi_arlen_o, .m_axi_arburst_o,
   .m_axi_rvalid_i, .m_axi_rready_o, .m_axi_rlast_i,

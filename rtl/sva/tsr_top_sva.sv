@@ -5,6 +5,8 @@
 // never back-pressures R or B (rready and bready are tied high), so on those channels the points
 // are the memory's: a burst in flight with no beat (R) and writes waiting for their response (B).
 module tsr_top_sva #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
@@ -160,6 +162,9 @@ module tsr_top_sva #(
   cov_out_int8:       cover property (@(posedge clk_i) start && cfg.out_mode == tsr_pkg::OUT_INT8);
   cov_out_accumulate: cover property (@(posedge clk_i) start && cfg.accumulate);
   cov_out_bias:       cover property (@(posedge clk_i) start && cfg.bias);
+  // One row block without C_in over several column blocks: A loaded once and kept in its slot.
+  cov_a_resident:     cover property (@(posedge clk_i) start && !cfg.accumulate && cfg.m <= 16'(Rows) &&
+                                      cfg.n > 16'(Cols));
   cov_axi_ar_stall: cover property (@(posedge clk_i) m_axi_arvalid_o && !m_axi_arready_i);
   cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
   cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);

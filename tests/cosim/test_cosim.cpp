@@ -158,6 +158,31 @@ TEST_CASE("cosim: random GEMMs on the small preset", "[cosim][random]") { random
 TEST_CASE("cosim: random GEMMs on the default preset", "[cosim][random]") { random_gemms("default", 40, 100, 600); }
 TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random]") { random_gemms("large", 20, 120, 400); }
 
+TEST_CASE("cosim: decode-sized GEMMs back to back with A loaded once", "[cosim][random]") {
+  // One row block without C_in keeps its A rows in slot 0 for every column block; the last tile
+  // frees the slot for the next GEMM, which may be resident too or a normal one (ACCUMULATE, or M
+  // over the array's rows) that alternates slots again.
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl("default"));
+  const uint32_t rows = mx.device().properties().rows, cols = mx.device().properties().cols;
+  std::vector<Descriptor> ds;
+  for (int i = 0; i < 24; ++i) {
+    Shape s;
+    s.m = std::uniform_int_distribution<uint32_t>(1, rows + 2)(rng);
+    s.n = std::uniform_int_distribution<uint32_t>(1, 5 * cols)(rng);
+    s.k = std::uniform_int_distribution<uint32_t>(1, 300)(rng);
+    s.int8 = rng() & 1;
+    s.bias = rng() & 1;
+    s.acc = rng() % 4 == 0;
+    INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " int8=" << s.int8
+                 << " bias=" << s.bias << " acc=" << s.acc);
+    ds.push_back(mx.gemm(s, rng));
+  }
+  INFO("seed " << seed);
+  mx.run(ds);
+}
+
 TEST_CASE("cosim: a transformer-sized GEMM with every epilogue stage", "[cosim]") {
   std::mt19937_64 rng(17);
   Mirror mx(rtl("default"));

@@ -153,6 +153,7 @@ class EngineSim {
         row_beats_(static_cast<uint32_t>(ceil_div(d.k, cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
+        a_resident_(!acc_ && d.m <= cfg.rows),
         bias_(d.has(spec::desc::FLAG_BIAS)),
         int8_(d.int8_out()),
         gemm_(static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm),
@@ -209,7 +210,10 @@ class EngineSim {
   const uint64_t rows_, cols_, k_, beat_, lat_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
   const uint64_t gap_;  // the tile interval max(K, R, C)
-  const bool acc_, bias_, int8_, gemm_, skip_;
+  const bool acc_;
+  // One row block and no C_in: A is loaded once into slot 0 and kept until the last tile.
+  const bool a_resident_;
+  const bool bias_, int8_, gemm_, skip_;
   BeatChannel r_chan_, w_chan_;
   const uint32_t beat_shift_;
 
@@ -307,6 +311,8 @@ void EngineSim::la_granted() {
   if (row_last && la_ == La::kRows && acc_) {
     la_ = La::kCin;
     la_i_ = 0;
+  } else if (row_last && a_resident_) {
+    la_ = La::kIdle;
   } else if (row_last) {
     la_ = La::kWait;
     la_tile_ ^= 1;
@@ -471,7 +477,7 @@ void EngineSim::start_tile(uint64_t t) {
   const uint64_t out_bytes = int8_ ? 1 : 4;
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * cols_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
   const uint64_t readout = T + cols_ + 3, out = readout + 1 + kEpilogueLatency;
-  ev_arel_.push({T + rows_, sq_tile_});
+  if (!a_resident_ || final_tile) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
   for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, vc * out_bytes);
@@ -481,7 +487,7 @@ void EngineSim::start_tile(uint64_t t) {
   sq_next_start_ = t + gap_;
   sq_credits_ -= vr;
   ++sq_info_;
-  sq_tile_ ^= 1;
+  if (!a_resident_) sq_tile_ ^= 1;
   if (nblast) {
     sq_rows_left_ = d_.m;
     sq_cols_left_ = sq_cols_left_ > cols_ ? sq_cols_left_ - cols_ : 0;
