@@ -62,6 +62,28 @@ __global__ void pack_int8_kernel(const float* src, uint64_t so, uint64_t si, uin
   }
 }
 
+__global__ void pack_int8_with_scales_kernel(const float* src, uint64_t so, uint64_t si, uint32_t outer,
+                                             uint32_t inner, uint32_t padded_outer, int8_t* dst, uint32_t ld,
+                                             const float* inner_scale, float* scale) {
+  for (uint64_t o = blockIdx.x; o < padded_outer; o += gridDim.x) {
+    int8_t* out = dst + o * ld;
+    if (threadIdx.x == 0 && o < outer) scale[o] = 1.0f;
+    for (uint32_t i = threadIdx.x; i < ld; i += blockDim.x) {
+      if (o >= outer || i >= inner) {
+        out[i] = 0;
+        continue;
+      }
+      const float inv = __fdiv_rn(1.0f, inner_scale[i]);  // as pack_int8 and the host: v * (1 / s)
+      out[i] = static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(src[o * so + i * si], inv)), -127.0f), 127.0f));
+    }
+  }
+}
+
+__global__ void scale_columns_kernel(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale) {
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    for (uint32_t j = threadIdx.x; j < cols; j += blockDim.x) x[r * ld + j] = __fmul_rn(x[r * ld + j], col_scale[j]);
+}
+
 __global__ void pack_bf16_kernel(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                  uint32_t padded_outer, __nv_bfloat16* dst, uint32_t ld) {
   for (uint64_t o = blockIdx.x; o < padded_outer; o += gridDim.x)
@@ -136,6 +158,25 @@ cudaError_t pack_int8(const float* src, uint64_t so, uint64_t si, uint32_t outer
   clear_error();
   pack_int8_kernel<<<blocks_for(padded_outer), kThreads, 0, stream>>>(src, so, si, outer, inner, padded_outer, dst,
                                                                        ld, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t pack_int8_with_scales(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
+                                  uint32_t padded_outer, int8_t* dst, uint32_t ld, const float* inner_scale,
+                                  float* scale, cudaStream_t stream) {
+  if (padded_outer == 0 || ld == 0) return cudaSuccess;
+  clear_error();
+  pack_int8_with_scales_kernel<<<blocks_for(padded_outer), kThreads, 0, stream>>>(src, so, si, outer, inner,
+                                                                                   padded_outer, dst, ld, inner_scale,
+                                                                                   scale);
+  return cudaGetLastError();
+}
+
+cudaError_t scale_columns(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale,
+                          cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  clear_error();
+  scale_columns_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, ld, rows, cols, col_scale);
   return cudaGetLastError();
 }
 

@@ -22,6 +22,16 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t pack_int8(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                     uint32_t padded_outer, int8_t* dst, uint32_t ld, float* scale, cudaStream_t stream);
 
+// dst[o][i] as pack_int8 lays it out, but each element quantized with a given scale per column i,
+// inner_scale[i] (from an earlier pack_int8 of the rows the columns are); scale[o] = 1 for o < outer.
+[[nodiscard]] cudaError_t pack_int8_with_scales(const float* src, uint64_t so, uint64_t si, uint32_t outer,
+                                                uint32_t inner, uint32_t padded_outer, int8_t* dst, uint32_t ld,
+                                                const float* inner_scale, float* scale, cudaStream_t stream);
+
+// x[r][j] (ld) *= col_scale[j], one rounding, for r < rows and j < cols.
+[[nodiscard]] cudaError_t scale_columns(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale,
+                                        cudaStream_t stream);
+
 // The same view rounded to bfloat16 (nearest even), zero-padded the same way.
 [[nodiscard]] cudaError_t pack_bf16(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                     uint32_t padded_outer, uint16_t* dst, uint32_t ld, cudaStream_t stream);
