@@ -3,13 +3,19 @@
 // A[i][k] and B[k][j] together k + i + j cycles after the tile starts. row_o shows the finished
 // sums of row row_sel_i (Cols x int32).
 //
+// FOLD (where Fold is set): the lower band of rows (Rows/2 and below) takes the upper band's A
+// operands and controls, row for row, and its top row takes b2_i instead of the B operands coming
+// down from above, so it computes the same rows of A against the next Cols columns of B.
+//
 // Simulation builds can force bits of one PE's result register (fault_pe_i = row * Cols + col; all
 // ones selects none), a stuck-at defect for the health checks to find. It is applied where that
 // register is read, so the other PEs carry no extra logic and the simulation keeps its speed.
 module tsr_array #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
-  localparam int unsigned RowW = $clog2(Rows)
+  parameter bit          Fold = 1'b1,
+  localparam int unsigned RowW = $clog2(Rows),
+  localparam int unsigned Half = Rows / 2
 ) (
   input  logic                    clk_i,
   input  logic                    rst_ni,
@@ -19,6 +25,8 @@ module tsr_array #(
   input  logic [Rows-1:0]         first_i,
   input  logic [Rows-1:0]         last_i,
   input  logic [Cols*8-1:0]       b_i,
+  input  logic                    fold_i,
+  input  logic [Cols*8-1:0]       b2_i,
   input  logic [RowW-1:0]         row_sel_i,
 `ifndef SYNTHESIS
   input  logic [15:0]             fault_pe_i,
@@ -36,7 +44,11 @@ module tsr_array #(
     for (genvar j = 0; j < Cols; j++) begin : g_col
       logic [7:0] a_in, b_in, a_out, b_out;
       logic [2:0] ctl_in, ctl_out;  // {valid, first, last}
-      if (j == 0) begin : g_left
+      if (j == 0 && Fold && i >= Half) begin : g_left_fold
+        localparam int unsigned U = i - Half;  // the upper-band row this one repeats with FOLD
+        assign a_in   = fold_i ? a_i[U*8 +: 8] : a_i[i*8 +: 8];
+        assign ctl_in = fold_i ? {valid_i[U], first_i[U], last_i[U]} : {valid_i[i], first_i[i], last_i[i]};
+      end else if (j == 0) begin : g_left
         assign a_in   = a_i[i*8 +: 8];
         assign ctl_in = {valid_i[i], first_i[i], last_i[i]};
       end else begin : g_inner_a
@@ -45,6 +57,8 @@ module tsr_array #(
       end
       if (i == 0) begin : g_top
         assign b_in = b_i[j*8 +: 8];
+      end else if (Fold && i == Half) begin : g_top_fold
+        assign b_in = fold_i ? b2_i[j*8 +: 8] : g_row[i-1].g_col[j].b_out;
       end else begin : g_inner_b
         assign b_in = g_row[i-1].g_col[j].b_out;
       end
@@ -71,6 +85,11 @@ module tsr_array #(
         assign unused_bottom = ^b_out;
       end
     end
+  end
+
+  if (!Fold) begin : g_no_fold
+    logic unused_fold;
+    assign unused_fold = fold_i ^ ^b2_i;
   end
 
   for (genvar j = 0; j < Cols; j++) begin : g_row_out

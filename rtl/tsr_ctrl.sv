@@ -5,6 +5,8 @@
 // no abandoned transaction), and halts with the code, address and ring index in the CSRs. Soft
 // reset drains the same way, then clears the queue, errors and counters.
 module tsr_ctrl #(
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
@@ -92,7 +94,7 @@ module tsr_ctrl #(
   assign desc_addr = ring_base_i + (64'(head_q) << DescShift);
 
   // ---------------------------------------------------------------- descriptor checks
-  tsr_desc_check #(.KMax(KMax)) u_check (
+  tsr_desc_check #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_check (
     .desc_i     (desc),
     .desc_addr_i(desc_addr),
     .code_o     (chk_code_d),

@@ -2,7 +2,10 @@
 // docs/registers.md and the golden model's validate(): the first that fails gives the error code
 // and the value ERR_ADDR reports. Combinational; tsr_ctrl registers the result.
 module tsr_desc_check #(
-  parameter int unsigned KMax = 4096
+  parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
+  parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256
 ) (
   input  tsr_pkg::desc_t desc_i,
   input  logic [63:0]    desc_addr_i,   // where the descriptor sits (ERR_ADDR of descriptor faults)
@@ -12,8 +15,12 @@ module tsr_desc_check #(
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS;
   localparam int unsigned NumChecked = 11;
 
-  logic int8;
+  logic int8, fold_bad_mode, fold_bad_dim;
   assign int8 = desc_i.out_mode == tsr_pkg::OUT_INT8;
+  // FOLD: only where the array supports it, with plain int32 results, and within one band.
+  assign fold_bad_mode = desc_i.fold && (!tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth) || int8 ||
+                                         desc_i.bias || desc_i.accumulate);
+  assign fold_bad_dim  = desc_i.fold && (desc_i.m > 32'(Rows / 2) || desc_i.k > 32'(KMax / 2));
 
   // The addresses and strides, each with whether this descriptor uses it and whether it is an
   // address (checked against the address width) or a stride.
@@ -41,11 +48,11 @@ module tsr_desc_check #(
       code_o = tsr_pkg::ERR_OPCODE;
       addr_o = desc_addr_i;
     end else if (desc_i.opcode == tsr_pkg::OP_GEMM) begin
-      if (desc_i.out_mode > tsr_pkg::OUT_INT8) begin
+      if (desc_i.out_mode > tsr_pkg::OUT_INT8 || fold_bad_mode) begin
         code_o = tsr_pkg::ERR_MODE;
         addr_o = desc_addr_i;
       end else if (desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
-                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > KMax) begin
+                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > KMax || fold_bad_dim) begin
         code_o = tsr_pkg::ERR_DIM;
         addr_o = desc_addr_i;
       end else if (int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max)) begin

@@ -24,5 +24,6 @@ module tsr_gemm_cfg (
                   desc_i.act_min,
                   desc_i.act_max,
                   desc_i.bias,
-                  desc_i.accumulate};
+                  desc_i.accumulate,
+                  desc_i.fold};
 endmodule

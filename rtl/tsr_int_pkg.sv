@@ -9,6 +9,12 @@ package tsr_int_pkg;
   localparam logic [2:0] DEST_MULT  = 3'd5;  // requantization multipliers for one column block
   localparam logic [2:0] DEST_SHIFT = 3'd6;  // requantization shifts for one column block
 
+  // Whether an array supports the FOLD dataflow: it halves into two bands of rows, and one beat
+  // carries a B row for both bands' column blocks.
+  function automatic bit fold_ok(int unsigned rows, int unsigned cols, int unsigned axi_data_bits);
+    fold_ok = rows % 2 == 0 && 2 * cols * 8 <= axi_data_bits;
+  endfunction
+
   // Width of a read request's tag: destination, slot, row or k index (clog2(k_max) bits), byte lane
   // of the segment in its beat, and whether the request completes the slot. tsr_loader packs it,
   // tsr_scratch unpacks it.

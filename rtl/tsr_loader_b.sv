@@ -1,6 +1,7 @@
 // B loader: per column block nb, the requantization tables (INT8), the bias (BIAS), then K rows of
 // B (Cols bytes each) into B/parameter slot nb % 2, once that slot's B panel and tables are free.
 // Requests carry a byte address; tsr_rd_arb aligns it to a beat and packs the read tag.
+// With FOLD (no tables) a block is 2 x Cols columns: each B row is one beat that feeds both bands.
 module tsr_loader_b #(
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
@@ -40,10 +41,12 @@ module tsr_loader_b #(
   logic [AddrWidth-1:0] mult_q, mult_d, shift_q, shift_d, bias_q, bias_d;
   logic [KW:0] k;
   logic        int8, slot;
+  logic [15:0] blk_cols;   // columns per block: Cols, or 2 x Cols with FOLD
 
   assign k    = cfg_i.k[KW:0];
   assign int8 = cfg_i.out_mode == tsr_pkg::OUT_INT8;
   assign slot = nb_q[0];
+  assign blk_cols = cfg_i.fold ? 16'(2 * Cols) : 16'(Cols);
 
   always_comb begin
     req_valid_o = 1'b0;
@@ -130,8 +133,8 @@ module tsr_loader_b #(
           if (k_q == k - 1'b1) begin
             state_d     = LbWait;
             nb_d        = nb_q + 1'b1;
-            cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
-            col_d       = col_q + AddrWidth'(Cols);
+            cols_left_d = (cols_left_q > blk_cols) ? cols_left_q - blk_cols : '0;
+            col_d       = col_q + AddrWidth'(blk_cols);
             mult_d      = mult_q + AddrWidth'(Cols * 4);
             shift_d     = shift_q + AddrWidth'(Cols);
             bias_d      = bias_q + AddrWidth'(Cols * 4);

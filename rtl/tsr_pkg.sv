@@ -57,6 +57,7 @@ package tsr_pkg;
   localparam int unsigned FLAG_BIAS = 16;
   localparam int unsigned FLAG_ACCUMULATE = 17;
   localparam int unsigned FLAG_IRQ = 18;
+  localparam int unsigned FLAG_FOLD = 19;
 
   // Descriptor fields: bit position in the whole descriptor and width
   localparam int unsigned D_OPCODE_LSB = 0;
@@ -124,7 +125,8 @@ package tsr_pkg;
     logic [31:0] k;
     logic [31:0] n;
     logic [31:0] m;
-    logic [12:0] rsvd_19;
+    logic [11:0] rsvd_20;
+    logic fold;
     logic irq;
     logic accumulate;
     logic bias;
@@ -133,7 +135,7 @@ package tsr_pkg;
     logic [7:0] opcode;
   } desc_t;
   // The bits of desc_t that are not reserved
-  localparam logic [DESC_BITS-1:0] DESC_FIELD_BITS = 1024'hffffffff00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff000703ff;
+  localparam logic [DESC_BITS-1:0] DESC_FIELD_BITS = 1024'hffffffff00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff000f03ff;
 
   // The GEMM configuration the control unit hands the GEMM units once the checks passed
   typedef struct packed {
@@ -157,6 +159,7 @@ package tsr_pkg;
     logic [7:0] act_max;
     logic bias;
     logic accumulate;
+    logic fold;
   } gemm_cfg_t;
 
   // CSR byte offsets
@@ -203,6 +206,8 @@ package tsr_pkg;
   localparam int unsigned CFG_ARRAY_COLS_BITS = 8;
   localparam int unsigned CFG_ARRAY_DATAFLOW_LSB = 16;
   localparam int unsigned CFG_ARRAY_DATAFLOW_BITS = 4;
+  localparam int unsigned CFG_ARRAY_FOLD_LSB = 20;
+  localparam int unsigned CFG_ARRAY_FOLD_BITS = 1;
   localparam int unsigned CFG_MEM_K_MAX_LSB = 0;
   localparam int unsigned CFG_MEM_K_MAX_BITS = 16;
   localparam int unsigned CFG_MEM_AXI_BYTES_LSB = 16;

@@ -1,8 +1,10 @@
 // The scratchpads and the router that writes read data into them.
 //  - A: one bank per array row, two slots of k_max bytes, written a beat at a time and read a
 //    byte per cycle (each row at its own, skewed, address);
-//  - B: one byte-wide bank per array column, two slots of k_max entries, written a B row at a
-//    time and read per column at skewed addresses;
+//  - B: per array column, two byte-wide banks (lanes) of k_max entries, written a B row at a
+//    time and read per column at skewed addresses. Lane s holds slot s; with FOLD a slot is half
+//    of both lanes (k < k_max/2), lane 0 for the column block of the upper band of rows and lane 1
+//    for the lower band's, which the same beat carries (b2_data_o);
 //  - C_in: two slots of Rows rows of Cols int32, read one row per cycle by the epilogue;
 //  - per column block: bias, multipliers and shifts, two slots, in registers.
 // Shifts are range-checked as they arrive (ERR_PARAM names the first bad one).
@@ -19,6 +21,7 @@ module tsr_scratch #(
 ) (
   input  logic                       clk_i,
   input  logic                       rst_ni,
+  input  logic                       fold_i,        // the GEMM's FOLD flag
   // read data
   input  logic                       rsp_valid_i,
   input  logic [AxiDataWidth-1:0]    rsp_data_i,
@@ -39,6 +42,7 @@ module tsr_scratch #(
   input  logic [Cols-1:0]            b_rd_slot_i,
   input  logic [Cols*KW-1:0]         b_rd_k_i,
   output logic [Cols*8-1:0]          b_data_o,
+  output logic [Cols*8-1:0]          b2_data_o,     // FOLD: the lower band's B operands
   // epilogue reads
   input  logic                       cin_rd_slot_i,
   input  logic [RowW-1:0]            cin_rd_row_i,
@@ -104,14 +108,31 @@ module tsr_scratch #(
   end
 
   // ---------------------------------------------------------------- B banks
+  localparam bit FoldOk = tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth);
+  logic [KW-1:0] b_wr_k;
+  assign b_wr_k = fold_i ? {t_slot, t_idx[KW-2:0]} : t_idx[KW-1:0];
   for (genvar j = 0; j < Cols; j++) begin : g_bbank
-    logic [7:0] mem [2*KMax];
-    logic [7:0] rdata_q;
-    always_ff @(posedge clk_i) begin
-      if (is_b) mem[{t_slot, t_idx[KW-1:0]}] <= shifted[j*8 +: 8];
-      rdata_q <= mem[{b_rd_slot_i[j], b_rd_k_i[j*KW +: KW]}];
+    logic [7:0] lane0 [KMax];
+    logic [7:0] lane1 [KMax];
+    logic [7:0] rdata0_q, rdata1_q, wdata1;
+    logic       slot_q;
+    logic [KW-1:0] rk, rd_k;
+    if (FoldOk) begin : g_fold
+      assign wdata1 = fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
+    end else begin : g_plain
+      assign wdata1 = shifted[j*8 +: 8];
     end
-    assign b_data_o[j*8 +: 8] = rdata_q;
+    assign rk   = b_rd_k_i[j*KW +: KW];
+    assign rd_k = fold_i ? {b_rd_slot_i[j], rk[KW-2:0]} : rk;
+    always_ff @(posedge clk_i) begin
+      if (is_b && (fold_i || !t_slot)) lane0[b_wr_k] <= shifted[j*8 +: 8];
+      if (is_b && (fold_i || t_slot))  lane1[b_wr_k] <= wdata1;
+      rdata0_q <= lane0[rd_k];
+      rdata1_q <= lane1[rd_k];
+      slot_q   <= b_rd_slot_i[j] && !fold_i;
+    end
+    assign b_data_o[j*8 +: 8]  = slot_q ? rdata1_q : rdata0_q;
+    assign b2_data_o[j*8 +: 8] = rdata1_q;
   end
 
   // ---------------------------------------------------------------- C_in

@@ -7,6 +7,12 @@
 // Because each PE keeps its finished sum in out_q while it starts the next one, tiles stream back
 // to back: a tile may start max(K, Rows, Cols) cycles after the previous one, and row r of a tile
 // is read Cols + 2 + r cycles after its last token, before the next tile overwrites it.
+//
+// With FOLD a tile is one row block of at most Rows/2 rows against 2 x Cols columns: the array's
+// lower band repeats the upper band's rows against the second Cols columns (tsr_array), and the
+// readout stores row r of the lower band as row r - Rows/2 of those columns. The lower band
+// finishes with the upper one but is read Rows/2 cycles later, so tiles are at least
+// Cols + Rows/2 cycles apart.
 module tsr_seq #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -62,6 +68,8 @@ module tsr_seq #(
   localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
+  localparam int unsigned Half = Rows / 2;
+  localparam int unsigned GapFold = (Rows > Cols + Half) ? Rows : Cols + Half;
 
   // ---------------------------------------------------------------- tile walk
   logic        running_q, running_d;
@@ -71,13 +79,15 @@ module tsr_seq #(
   logic [AddrWidth-1:0] c_col_q, c_col_d, c_tile_q, c_tile_d;
   logic        streaming_q, streaming_d;
   logic [KW:0] k_q, k_d;
-  logic [KW:0] gap_q, gap_d;
+  logic [KW:0] gap_q, gap_d, gap_min;   // tile interval: max(K, gap_min)
   logic [$clog2(Credits):0] credits_q, credits_d;
   logic        cur_bslot, cur_nblast, cur_final;
   logic [KW:0] k;
   logic        int8;
-  logic [RowW:0] cur_vr;
-  logic [ColW:0] cur_vc;
+  logic [RowW:0] cur_vr, cur_rows;
+  logic [ColW+1:0] cur_vc;
+  logic        fold;
+  logic [15:0] blk_cols;  // columns per tile: Cols, or 2 x Cols with FOLD
   logic        start_tile, emit, tiles_left, a_resident;
   logic [KW:0] emit_k;
   logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
@@ -85,15 +95,20 @@ module tsr_seq #(
   assign k          = cfg_i.k[KW:0];
   assign int8       = cfg_i.out_mode == tsr_pkg::OUT_INT8;
   assign cur_bslot  = cols_blk_q[0];
+  assign fold       = cfg_i.fold;
+  assign blk_cols   = fold ? 16'(2 * Cols) : 16'(Cols);
+  assign gap_min    = fold ? (KW+1)'(GapFold) : (KW+1)'(GapMax);
   assign cur_vr     = (rows_left_q < 16'(Rows)) ? (RowW+1)'(rows_left_q) : (RowW+1)'(Rows);
-  assign cur_vc     = (cols_left_q < 16'(Cols)) ? (ColW+1)'(cols_left_q) : (ColW+1)'(Cols);
+  assign cur_vc     = (cols_left_q < blk_cols) ? (ColW+2)'(cols_left_q) : (ColW+2)'(blk_cols);
+  // rows the tile hands the store unit: both bands' with FOLD where the lower band has columns
+  assign cur_rows   = (fold && cols_left_q > 16'(Cols)) ? cur_vr << 1 : cur_vr;
   assign cur_nblast = rows_left_q <= 16'(Rows);
-  assign cur_final  = cur_nblast && cols_left_q <= 16'(Cols);
+  assign cur_final  = cur_nblast && cols_left_q <= blk_cols;
   assign tiles_left = running_q && cols_left_q != '0;
 
 
   // Tile info for the readout: {vr, vc, c address, cslot, pslot, nblast, final}
-  localparam int unsigned InfoW = (RowW + 1) + (ColW + 1) + AddrWidth + 4;
+  localparam int unsigned InfoW = (RowW + 1) + (ColW + 2) + AddrWidth + 4;
   logic [InfoW-1:0] info_in, info_out;
   logic info_full, info_empty, info_pop;
   logic [2:0] info_count;
@@ -101,7 +116,7 @@ module tsr_seq #(
   // A tile starts when its operands are in, the array is free and its rows have room to go.
   assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
                       a_full_i[tile_q] && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q]) &&
-                      credits_q >= ($clog2(Credits)+1)'(cur_vr) && !info_full;
+                      credits_q >= ($clog2(Credits)+1)'(cur_rows) && !info_full;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
   assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
@@ -130,14 +145,14 @@ module tsr_seq #(
       // The first token goes out now; a tile with K = 1 has no more.
       streaming_d = k != (KW+1)'(1);
       k_d         = (KW+1)'(1);
-      gap_d       = ((k > (KW+1)'(GapMax)) ? k : (KW+1)'(GapMax)) - 1'b1;
-      credits_d   = credits_d - ($clog2(Credits)+1)'(cur_vr);
+      gap_d       = ((k > gap_min) ? k : gap_min) - 1'b1;
+      credits_d   = credits_d - ($clog2(Credits)+1)'(cur_rows);
       tile_d      = tile_q ^ !a_resident;
       if (cur_nblast) begin
         rows_left_d = cfg_i.m;
-        cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;
+        cols_left_d = (cols_left_q > blk_cols) ? cols_left_q - blk_cols : '0;
         cols_blk_d  = cols_blk_q + 1'b1;
-        c_col_d     = c_col_q + (int8 ? AddrWidth'(Cols) : AddrWidth'(Cols * 4));
+        c_col_d     = c_col_q + (int8 ? AddrWidth'(blk_cols) : AddrWidth'({blk_cols, 2'b00}));
         c_tile_d    = c_col_d;
       end else begin
         rows_left_d = rows_left_q - 16'(Rows);
@@ -251,7 +266,10 @@ module tsr_seq #(
   logic [InfoW-1:0] ro_info_q, ro_info_d, ro_info;
   logic [AddrWidth-1:0] ro_addr_q, ro_addr_d, ro_addr;
   logic [RowW:0] ro_vr;
-  logic [ColW:0] ro_vc;
+  logic [ColW+1:0] ro_vc;
+  logic ro_lower, ro_store;             // FOLD: the row is in the lower band; the row is stored
+  logic [RowW-1:0] ro_band_row;         // its row within its band
+  logic [ColW:0] ro_cols;
   logic [AddrWidth-1:0] ro_tile_addr;
   logic ro_cslot, ro_pslot, ro_nblast, ro_final;
 
@@ -262,12 +280,22 @@ module tsr_seq #(
   assign ro_info  = ro_start ? info_out : ro_info_q;
   assign {ro_vr, ro_vc, ro_tile_addr, ro_cslot, ro_pslot, ro_nblast, ro_final} = ro_info;
   assign ro_addr  = ro_start ? ro_tile_addr : ro_addr_q;
+  assign ro_lower    = cfg_i.fold && ro_row >= RowW'(Half);
+  assign ro_band_row = ro_lower ? ro_row - RowW'(Half) : ro_row;
+  assign ro_store    = (RowW+1)'(ro_band_row) < ro_vr && (!ro_lower || ro_vc > (ColW+2)'(Cols));
+  always_comb begin
+    if (ro_lower)                     ro_cols = (ColW+1)'(ro_vc - (ColW+2)'(Cols));
+    else if (ro_vc > (ColW+2)'(Cols)) ro_cols = (ColW+1)'(Cols);
+    else                              ro_cols = (ColW+1)'(ro_vc);
+  end
 
   always_comb begin
     ro_active_d = ro_active_q;
     ro_row_d    = ro_row_q;
     ro_info_d   = ro_info;
-    ro_addr_d   = ro_addr + cfg_i.ldc;
+    // the lower band's rows start at the tile's second Cols columns (int32 with FOLD)
+    ro_addr_d   = (cfg_i.fold && ro_row == RowW'(Half - 1)) ? ro_tile_addr + AddrWidth'(Cols * 4)
+                                                            : ro_addr + cfg_i.ldc;
     if (ro_on) begin
       ro_active_d = ro_row != RowW'(Rows - 1);
       ro_row_d    = ro_row + 1'b1;
@@ -298,7 +326,7 @@ module tsr_seq #(
   end
   always_ff @(posedge clk_i) begin
     e_sum_q  <= row_i;
-    e_meta_q <= {(RowW+1)'(ro_row) < ro_vr, ro_addr, ro_vc, ro_row == RowW'(Rows - 1),
+    e_meta_q <= {ro_store, ro_addr, ro_cols, ro_row == RowW'(Rows - 1),
                  ro_nblast, ro_cslot, ro_pslot, ro_final};
   end
   assign p_slot_o = e_meta_q[1];

@@ -108,7 +108,7 @@ module tsr_top #(
   logic [Cols-1:0] b_rd_slot;
   logic [Cols*KW-1:0] b_rd_k;
   logic [Rows*8-1:0] a_data;
-  logic [Cols*8-1:0] b_data, shift;
+  logic [Cols*8-1:0] b_data, b2_data, shift;
   logic [RowW-1:0] row_sel;
   logic [Cols*32-1:0] arr_row;
   logic cin_rd_slot, p_slot;
@@ -154,7 +154,7 @@ module tsr_top #(
     .irq_o
   );
 
-  tsr_ctrl #(.KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_ctrl (
+  tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_ctrl (
     .clk_i, .rst_ni,
     .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
     .ring_size_i(ring_size), .ring_tail_i(ring_tail),
@@ -200,21 +200,21 @@ module tsr_top #(
   );
 
   tsr_scratch #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_scratch (
-    .clk_i, .rst_ni,
+    .clk_i, .rst_ni, .fold_i(cfg.fold),
     .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),
     .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
     .a_fill_o(a_fill), .b_fill_o(b_fill), .c_fill_o(c_fill), .desc_valid_o(desc_valid),
     .perr_o(perr), .perr_addr_o(perr_addr),
     .a_rd_slot_i(a_rd_slot), .a_rd_k_i(a_rd_k), .a_data_o(a_data),
-    .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data),
+    .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data), .b2_data_o(b2_data),
     .cin_rd_slot_i(cin_rd_slot), .cin_rd_row_i(cin_rd_row), .cin_data_o(cin_data),
     .p_slot_i(p_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
   );
 
-  tsr_array #(.Rows(Rows), .Cols(Cols)) u_array (
+  tsr_array #(.Rows(Rows), .Cols(Cols), .Fold(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth))) u_array (
     .clk_i, .rst_ni, .clear_i(clear),
     .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
-    .b_i(b_data), .row_sel_i(row_sel),
+    .b_i(b_data), .fold_i(cfg.fold), .b2_i(b2_data), .row_sel_i(row_sel),
 `ifndef SYNTHESIS
     .fault_pe_i, .fault_set_i, .fault_clr_i,
 `endif

@@ -55,9 +55,10 @@ class XdmaBackend final : public Backend {
  public:
   explicit XdmaBackend(const DeviceSpec& spec) : name_(spec.str()), prefix_(spec.path) {
     for (const auto& [k, v] : spec.options)
-      if (k != "mem_mb" && k != "csr_offset" && k != "clock_mhz" && k != "completion")
+      if (k != "mem_mb" && k != "csr_offset" && k != "clock_mhz" && k != "completion" &&
+          k != "dataflow")
         throw UsageError(fmt::format("device '{}': unknown option '{}' (options: mem_mb, csr_offset, clock_mhz, "
-                                     "completion)",
+                                     "completion, dataflow)",
                                      name_, k));
     mem_size_ = option_number(spec, "mem_mb", 1024, 1, 1 << 20) << 20;
     const uint64_t csr_offset = option_number(spec, "csr_offset", 0, 0, UINT64_MAX);

@@ -60,6 +60,7 @@ EngineConfig Properties::engine() const {
   c.axi_bytes = axi_bytes;
   c.max_reads = max_reads;
   c.addr_bits = addr_bits;
+  c.fold = fold;
   return c;
 }
 
@@ -89,6 +90,9 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   if (completion != "irq" && completion != "poll")
     throw UsageError(fmt::format("device '{}': completion={} is not irq or poll", spec.str(), completion));
   polled_ = completion == "poll";
+  const std::string dataflow = spec.option("dataflow", "auto");
+  if (dataflow != "auto" && dataflow != "classic")
+    throw UsageError(fmt::format("device '{}': dataflow={} is not auto or classic", spec.str(), dataflow));
   if (spec.kind == "model")
     backend_ = make_model_backend(spec);
   else if (spec.kind == "rtl")
@@ -106,6 +110,8 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
                  addr = backend_->csr_read(csr::CFG_ADDR);
   props_.rows = arr & 0xff;
   props_.cols = (arr >> 8) & 0xff;
+  // dataflow=classic: use the engine as if it had no FOLD (to compare the two)
+  props_.fold = (arr & csr::CFG_ARRAY_FOLD_MASK) != 0 && dataflow == "auto";
   props_.k_max = mem & 0xffff;
   props_.axi_bytes = (mem >> 16) & 0xff;
   props_.max_reads = mem >> 24;

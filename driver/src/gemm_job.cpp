@@ -40,7 +40,8 @@ Descriptor describe(const GemmProblem& p, const Layout& l, uint64_t base) {
   Descriptor d;
   d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
   d.out_mode = static_cast<uint8_t>(p.req.int8_out ? spec::OutMode::kInt8 : spec::OutMode::kInt32);
-  d.flags = (p.req.bias ? spec::desc::FLAG_BIAS : 0) | (p.req.accumulate ? spec::desc::FLAG_ACCUMULATE : 0);
+  d.flags = (p.req.bias ? spec::desc::FLAG_BIAS : 0) | (p.req.accumulate ? spec::desc::FLAG_ACCUMULATE : 0) |
+            (p.req.fold ? spec::desc::FLAG_FOLD : 0);
   d.m = p.req.m;
   d.n = p.req.n;
   d.k = p.req.k;

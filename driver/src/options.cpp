@@ -17,7 +17,8 @@ uint64_t option_number(const DeviceSpec& spec, const std::string& key, uint64_t 
 SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>& extra) {
   static const std::set<std::string> common = {"preset",         "mem_mb",        "mem_latency",
                                                "mem_bytes_per_cycle", "mem_max_reads", "mem_max_writes",
-                                               "fault",          "seed",          "completion"};
+                                               "fault",          "seed",          "completion",
+                                               "dataflow"};
   SimOptions o;
   for (const auto& [k, v] : spec.options) {
     if (!common.count(k) && !extra.count(k)) {

@@ -88,24 +88,37 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
                                          dev_.properties().k_max));
   const uint64_t ldc = align_up(uint64_t{n} * 4, dev_.properties().align);
   auto start = std::chrono::steady_clock::now();
-  driver::Buffer cbuf = dev_.alloc(ldc * m);
-  // Rows past the engine's 16-bit M limit go in further GEMMs.
-  std::vector<Descriptor> descs;
-  for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
-    Descriptor d;
-    d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
-    d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
-    d.m = std::min<uint32_t>(spec::kDimMax, m - r0);
-    d.n = n;
-    d.k = k;
-    d.a_addr = a.addr + r0 * a.ld;
-    d.b_addr = b.addr;
-    d.c_addr = cbuf.addr() + r0 * ldc;
-    d.lda = static_cast<uint32_t>(a.ld);
-    d.ldb = static_cast<uint32_t>(b.ld);
-    d.ldc = static_cast<uint32_t>(ldc);
-    descs.push_back(d);
-  }
+  Descriptor whole;
+  whole.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
+  whole.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
+  whole.n = n;
+  whole.k = k;
+  whole.lda = static_cast<uint32_t>(a.ld);
+  whole.ldb = static_cast<uint32_t>(b.ld);
+  whole.ldc = static_cast<uint32_t>(ldc);
+  auto with_m = [&whole](uint32_t rows) {
+    Descriptor d = whole;
+    d.m = rows;
+    return d;
+  };
+  // Decode-sized products may take another dataflow; rows past the engine's 16-bit M limit go in
+  // further GEMMs.
+  const Dataflow df = m <= spec::kDimMax ? choose_dataflow(with_m(m), dev_.properties().engine(), dataflow_)
+                                         : Dataflow{};
+  const uint64_t part_bytes = align_up(ldc * m, dev_.properties().align);
+  driver::Buffer cbuf = dev_.alloc(part_bytes * df.k_parts);
+  auto descriptors = [&](Dataflow flow) {
+    std::vector<Descriptor> descs;
+    for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
+      Descriptor d = with_m(std::min<uint32_t>(spec::kDimMax, m - r0));
+      d.a_addr = a.addr + r0 * a.ld;
+      d.b_addr = b.addr;
+      d.c_addr = cbuf.addr() + r0 * ldc;
+      for (const Descriptor& part : split(d, flow, part_bytes)) descs.push_back(part);
+    }
+    return descs;
+  };
+  const std::vector<Descriptor> descs = descriptors(df);
   const driver::Counters before = dev_.counters();
   dev_.wait(dev_.submit(descs));
   phase("compute", "int8 GEMM", start);
@@ -115,18 +128,63 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
   stats_.cycles += delta.busy_cycles;
   stats_.read_bytes += delta.read_bytes;
   stats_.write_bytes += delta.write_bytes;
-  if (projection_)
-    for (const Descriptor& d : descs) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
+  if (projection_) {
+    const Dataflow pdf = m <= spec::kDimMax ? choose_dataflow(with_m(m), *projection_, projection_dataflow_) : Dataflow{};
+    for (const Descriptor& d : descriptors(pdf)) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
+  }
   start = std::chrono::steady_clock::now();
-  std::vector<uint8_t> out(ldc * m);
+  std::vector<uint8_t> out(part_bytes * df.k_parts);
   dev_.read(cbuf, 0, out);
   for (uint32_t r = 0; r < m; ++r)
     for (uint32_t col = 0; col < n; ++col) {
-      int32_t acc;
-      std::memcpy(&acc, &out[r * ldc + uint64_t{col} * 4], 4);
-      c[uint64_t{r} * n + col] = static_cast<float>(acc) * a.scale[r] * (b.scale ? b.scale[col] : 1.0f);
+      // split-K parts add as the engine's int32 accumulator does: wrapping
+      uint32_t acc = 0;
+      for (uint32_t p = 0; p < df.k_parts; ++p) {
+        uint32_t v;
+        std::memcpy(&v, &out[p * part_bytes + r * ldc + uint64_t{col} * 4], 4);
+        acc += v;
+      }
+      c[uint64_t{r} * n + col] =
+          static_cast<float>(static_cast<int32_t>(acc)) * a.scale[r] * (b.scale ? b.scale[col] : 1.0f);
     }
   phase("dma", "download C (int32)", start);
+}
+
+AccelBackend::Dataflow AccelBackend::choose_dataflow(const Descriptor& d, const EngineConfig& cfg,
+                                                     DataflowCache& chosen) {
+  const std::array<uint32_t, 3> shape{d.m, d.n, d.k};
+  if (auto it = chosen.find(shape); it != chosen.end()) return it->second;
+  Dataflow best;
+  if (cfg.fold && d.m <= cfg.rows / 2) {
+    const Dataflow fold{true, (d.k + cfg.k_max / 2 - 1) / (cfg.k_max / 2)};
+    const uint64_t part_bytes = align_up(uint64_t{d.ldc} * d.m, spec::kAlignBytes);
+    uint64_t folded = 0;
+    bool valid = true;
+    for (const Descriptor& part : split(d, fold, part_bytes)) {
+      valid = valid && !validate(part, 0, cfg);
+      folded += estimate(part, cfg, MemoryModelConfig{}).cycles;
+    }
+    if (valid && folded < estimate(d, cfg, MemoryModelConfig{}).cycles) best = fold;
+  }
+  return chosen.emplace(shape, best).first->second;
+}
+
+std::vector<Descriptor> AccelBackend::split(const Descriptor& d, Dataflow df, uint64_t part_bytes) {
+  Descriptor base = d;
+  if (df.fold) base.flags |= spec::desc::FLAG_FOLD;
+  if (df.k_parts == 1) return {base};
+  // Equal parts of K, each a multiple of the alignment so that A's columns start aligned.
+  const uint32_t per = static_cast<uint32_t>(align_up((d.k + df.k_parts - 1) / df.k_parts, spec::kAlignBytes));
+  std::vector<Descriptor> parts;
+  for (uint32_t p = 0, k0 = 0; k0 < d.k; ++p, k0 += per) {
+    Descriptor part = base;
+    part.k = std::min(per, d.k - k0);
+    part.a_addr = d.a_addr + k0;
+    part.b_addr = d.b_addr + uint64_t{k0} * d.ldb;
+    part.c_addr = d.c_addr + p * part_bytes;
+    parts.push_back(part);
+  }
+  return parts;
 }
 
 void AccelBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,

@@ -53,6 +53,9 @@ int gemm(const std::vector<std::string>& args) {
       ("bias", po::bool_switch(&req.bias), "add a per-column int32 bias")
       ("relu", po::bool_switch(&req.relu), "clamp below at the output zero point (int8 only)")
       ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
+      ("fold", po::bool_switch(&req.fold),
+       "small-M dataflow: the array's lower half of rows computes the next column block (M <= R/2, "
+       "K <= k_max/2, int32 output, no bias or C_in)")
       ("seed", po::value(&req.seed)->default_value(1), "seed of the random operands")
       ("dump", po::value(&dump_dir), "write a.npy, b.npy, c.npy (and bias, mult, shift) here")
       ("capture", po::value(&capture_dir), "record the driver's loads, descriptors and outputs here (tessera replay)")
@@ -68,7 +71,18 @@ int gemm(const std::vector<std::string>& args) {
     if (v == 0 || v > spec::kDimMax)
       throw driver::UsageError(fmt::format("--{} must be in [1, {}], not {}", name, spec::kDimMax, v));
 
+  if (req.fold && (req.int8_out || req.bias || req.accumulate))
+    throw driver::UsageError("--fold computes plain int32 results: it takes no --out int8, --bias or --accumulate");
+
   driver::Device dev(driver::DeviceSpec::parse(device));
+  if (req.fold) {
+    const auto& pr = dev.properties();
+    if (!pr.fold)
+      throw driver::UsageError(fmt::format("{}: the engine has no FOLD dataflow, or the device says dataflow=classic", pr.spec));
+    if (req.m > pr.rows / 2 || req.k > pr.k_max / 2)
+      throw driver::UsageError(fmt::format("--fold needs M <= {} and K <= {} on {} (a {}x{} array), not M = {}, K = {}",
+                                           pr.rows / 2, pr.k_max / 2, pr.spec, pr.rows, pr.cols, req.m, req.k));
+  }
   std::shared_ptr<driver::TraceRecorder> recorder;
   if (!capture_dir.empty()) dev.capture(recorder = std::make_shared<driver::TraceRecorder>(capture_dir));
   const GemmProblem problem = GemmProblem::random(req);
@@ -93,7 +107,7 @@ int gemm(const std::vector<std::string>& args) {
                         {"accumulate", req.accumulate},
                         {"seed", req.seed},
                         {"array", {pr.rows, pr.cols}},
-                        {"dataflow", "output-stationary"},
+                        {"dataflow", req.fold ? "fold" : "output-stationary"},
                         {"cycles", cycles},
                         {"ideal_cycles", ideal},
                         {"utilization", util},
@@ -113,9 +127,9 @@ int gemm(const std::vector<std::string>& args) {
     if (out.scoreboard) j["scoreboard"] = {{"ok", out.scoreboard->ok}, {"detail", out.scoreboard->detail}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{} {}x{}x{} {}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k, out_mode,
-                             req.bias ? " +bias" : "", req.relu ? " +relu" : "", req.accumulate ? " +accumulate" : "",
-                             req.seed, pr.rows, pr.cols);
+    std::cout << fmt::format("{} {}x{}x{} {}{}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k,
+                             out_mode, req.bias ? " +bias" : "", req.relu ? " +relu" : "",
+                             req.accumulate ? " +accumulate" : "", req.fold ? " +fold" : "", req.seed, pr.rows, pr.cols);
     std::cout << fmt::format("  cycles {}  ideal {}  utilization {:.3f}  stall {}  MACs {}  read {} B  written {} B\n",
                              cycles, ideal, util, out.counters.stall_cycles, out.counters.macs,
                              out.counters.read_bytes, out.counters.write_bytes);

@@ -46,6 +46,7 @@ int run(int argc, char** argv) {
       ("bias", po::bool_switch(&req.bias), "add a per-column int32 bias")
       ("relu", po::bool_switch(&req.relu), "clamp at the output zero point (int8 only)")
       ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
+      ("fold", po::bool_switch(&req.fold), "the FOLD dataflow for small M")
       ("min-seconds", po::value(&min_seconds)->default_value(min_seconds), "repeat the estimate at least this long")
       ("json", "print one JSON object");
   po::variables_map vm;

@@ -5,7 +5,7 @@ bind tsr_fifo tsr_fifo_sva u_sva (
 );
 
 bind tsr_seq tsr_seq_sva #(.Credits(Credits)) u_sva (
-  .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_vr))
+  .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_rows))
 );
 
 bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (

@@ -165,6 +165,10 @@ module tsr_top_sva #(
   // One row block without C_in over several column blocks: A loaded once and kept in its slot.
   cov_a_resident:     cover property (@(posedge clk_i) start && !cfg.accumulate && cfg.m <= 16'(Rows) &&
                                       cfg.n > 16'(Cols));
+  // FOLD with columns for both bands of rows, and with a last block for the upper band alone.
+  cov_fold:           cover property (@(posedge clk_i) start && cfg.fold && cfg.n > 16'(Cols));
+  cov_fold_upper_only: cover property (@(posedge clk_i) start && cfg.fold && cfg.n[$clog2(Cols):0] != '0 &&
+                                       cfg.n[$clog2(Cols):0] <= ($clog2(Cols)+1)'(Cols));
   cov_axi_ar_stall: cover property (@(posedge clk_i) m_axi_arvalid_o && !m_axi_arready_i);
   cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
   cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);

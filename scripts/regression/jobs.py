@@ -121,11 +121,17 @@ def make_jobs(args):
                 jobs.append(Job(name, "directed", p, [cosim, name], env={**sim_env, "TESSERA_PRESET": p},
                                 catch2_xml=xml / f"{file_name(name)}_{p}.xml"))
     if "random" not in args.skip:
-        for p in args.presets:
-            name = f"cosim: random GEMMs on the {p} preset"
-            for seed in args.seed_list:
-                jobs.append(Job(name, "random", p, [cosim, name], env={**sim_env, "TESSERA_SEED": str(seed)},
-                                seed=seed, catch2_xml=xml / f"random_{p}_{seed}.xml"))
+        # Every randomized test with every seed: one named for a preset ("... on the small preset")
+        # on that preset, the others on each preset.
+        for name in cosim_tests(args, "[random]"):
+            named = [p for p in ("small", "default", "large") if name.endswith(f" on the {p} preset")]
+            for p in (named if named else args.presets):
+                if p not in args.presets:
+                    continue
+                env = {**sim_env} if named else {**sim_env, "TESSERA_PRESET": p}
+                for seed in args.seed_list:
+                    jobs.append(Job(name, "random", p, [cosim, name], env={**env, "TESSERA_SEED": str(seed)},
+                                    seed=seed, catch2_xml=xml / f"{file_name(name)}_{p}_{seed}.xml"))
     if "replay" not in args.skip:
         for trace in sorted(p.parent for p in (ROOT / "tests/traces").glob("*/trace.json")):
             for p in args.presets:

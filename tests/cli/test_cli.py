@@ -56,6 +56,10 @@ for dev in devices:
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     check(f"{dev}: gemm int8 has requantization keys", (GEMM_KEYS | INT8_KEYS) <= j.keys(), r.stderr)
     check(f"{dev}: relu sets act_min = out_zp", j.get("act_min") == j.get("out_zp"))
+    r = run("gemm", "--device", dev, "--m", "1", "--n", "21", "--k", "30", "--fold", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(f"{dev}: gemm --fold is bit-exact and says its dataflow",
+          j.get("bit_exact") is True and j.get("dataflow") == "fold", r.stderr)
 
 with tempfile.TemporaryDirectory() as tmp:
     r = run("gemm", "--device", "model", "--m", "5", "--n", "7", "--k", "3", "--out", "int8", "--bias",
@@ -99,6 +103,11 @@ for args, needle in [
     (("gemm", "--device", "model", "--m", "four", "--n", "4", "--k", "4"), "--m"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--relu"), "--relu"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--bogus"), "bogus"),
+    (("gemm", "--device", "model", "--m", "9", "--n", "4", "--k", "4", "--fold"), "M <= 8"),
+    (("gemm", "--device", "model", "--m", "1", "--n", "4", "--k", "2049", "--fold"), "K <= 2048"),
+    (("gemm", "--device", "model", "--m", "1", "--n", "4", "--k", "4", "--fold", "--bias"), "--fold"),
+    (("gemm", "--device", "model?dataflow=classic", "--m", "1", "--n", "4", "--k", "4", "--fold"), "no FOLD"),
+    (("gemm", "--device", "model?dataflow=fast", "--m", "1", "--n", "4", "--k", "4"), "dataflow"),
     (("validate",), "--device"),
     (("validate", "--device", "model", "--level", "extreme"), "level"),
     (("validate", "--device", "model?fault=melt"), "fault"),

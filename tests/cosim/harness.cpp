@@ -39,7 +39,8 @@ Descriptor Mirror::gemm(const Shape& s, std::mt19937_64& rng) {
   Descriptor d;
   d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
   d.out_mode = static_cast<uint8_t>(s.int8 ? spec::OutMode::kInt8 : spec::OutMode::kInt32);
-  d.flags = (s.bias ? spec::desc::FLAG_BIAS : 0) | (s.acc ? spec::desc::FLAG_ACCUMULATE : 0);
+  d.flags = (s.bias ? spec::desc::FLAG_BIAS : 0) | (s.acc ? spec::desc::FLAG_ACCUMULATE : 0) |
+            (s.fold ? spec::desc::FLAG_FOLD : 0);
   d.m = s.m, d.n = s.n, d.k = s.k;
   const uint64_t al = spec::kAlignBytes;
   d.lda = static_cast<uint32_t>(up(s.k) + s.pad_a * al);

@@ -16,7 +16,7 @@ namespace tessera::test {
 
 struct Shape {
   uint32_t m = 16, n = 16, k = 16;
-  bool int8 = false, bias = false, acc = false, relu = false;
+  bool int8 = false, bias = false, acc = false, relu = false, fold = false;
   uint32_t pad_a = 0, pad_b = 0, pad_c = 0, pad_cin = 0;  // extra row pitch, in alignment units
 };
 

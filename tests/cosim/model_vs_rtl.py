@@ -21,7 +21,7 @@ TOLERANCE = 0.02
 CASES = ["1x1x1", "17x33x5", "1x64x64", "64x1x64", "64x64x64", "64x16x512", "64x64x8", "100x70x130",
          "64x128x128+int8+bias+acc", "64x96x96+int8+relu+bias", "64x64x64@mem_latency=120",
          "64x128x128@mem_bytes_per_cycle=8", "64x128x128@mem_max_reads=4&mem_max_writes=4",
-         "48x100x200", "40x40x700"]
+         "48x100x200", "40x40x700", "1x64x64+fold", "2x100x130+fold", "1x33x3+fold", "2x16x40+fold"]
 PRESETS = ["small", "default", "large"]
 RANDOM_PER_PRESET = 3
 
@@ -42,7 +42,7 @@ def gemm(cli, device, case):
     shape, _, opts = case.partition("@")
     dims, *flags = shape.split("+")
     m, n, k = dims.split("x")
-    args = {"int8": ["--out", "int8"], "bias": ["--bias"], "relu": ["--relu"], "acc": ["--accumulate"]}
+    args = {"int8": ["--out", "int8"], "bias": ["--bias"], "relu": ["--relu"], "acc": ["--accumulate"], "fold": ["--fold"]}
     cmd = [cli, "gemm", "--device", device + (f"&{opts}" if opts else ""), "--m", m, "--n", n, "--k", k, "--json"]
     for f in flags:
         cmd += args[f]

@@ -183,6 +183,44 @@ TEST_CASE("cosim: decode-sized GEMMs back to back with A loaded once", "[cosim][
   mx.run(ds);
 }
 
+namespace {
+
+// FOLD GEMMs (M <= R/2) mixed with normal ones, so the engine switches dataflow between
+// descriptors that follow each other in the ring.
+void fold_gemms(const std::string& preset) {
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl(preset));
+  const uint32_t rows = mx.device().properties().rows, cols = mx.device().properties().cols;
+  REQUIRE(mx.device().properties().fold);
+  std::vector<Descriptor> ds;
+  for (int i = 0; i < 18; ++i) {
+    Shape s;
+    s.fold = i % 3 != 2;
+    s.m = std::uniform_int_distribution<uint32_t>(1, s.fold ? rows / 2 : rows + 2)(rng);
+    s.n = std::uniform_int_distribution<uint32_t>(1, 6 * cols)(rng);
+    // K below C + R/2 too: there the tile interval, not K, keeps a tile's lower band from being
+    // overwritten before it is read
+    s.k = std::uniform_int_distribution<uint32_t>(1, rng() % 3 ? 300 : cols + rows / 2)(rng);
+    if (!s.fold) {
+      s.int8 = rng() & 1;
+      s.bias = rng() & 1;
+      s.acc = rng() % 4 == 0;
+    }
+    INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " fold=" << s.fold
+                 << " int8=" << s.int8 << " bias=" << s.bias << " acc=" << s.acc);
+    ds.push_back(mx.gemm(s, rng));
+  }
+  INFO("seed " << seed);
+  mx.run(ds);
+}
+
+}  // namespace
+
+TEST_CASE("cosim: FOLD GEMMs among normal ones on the small preset", "[cosim][random]") { fold_gemms("small"); }
+TEST_CASE("cosim: FOLD GEMMs among normal ones on the default preset", "[cosim][random]") { fold_gemms("default"); }
+TEST_CASE("cosim: FOLD GEMMs among normal ones on the large preset", "[cosim][random]") { fold_gemms("large"); }
+
 TEST_CASE("cosim: a transformer-sized GEMM with every epilogue stage", "[cosim]") {
   std::mt19937_64 rng(17);
   Mirror mx(rtl("default"));
@@ -237,6 +275,25 @@ TEST_CASE("cosim errors: zero and out-of-range dimensions", "[cosim][errors]") {
   expect_error(rtl("small"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
     Descriptor d = mx.gemm({}, rng);
     d.k = mx.config().k_max + 1;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: FOLD outside its limits", "[cosim][errors]") {
+  // FOLD computes plain int32 results for one band of rows and half of k_max.
+  for (const auto& flags : {spec::desc::FLAG_BIAS, spec::desc::FLAG_ACCUMULATE, 0u}) {
+    expect_error(rtl("default"), spec::ErrorCode::kMode, [flags](Mirror& mx, auto& rng) {
+      Descriptor d = mx.gemm({.m = 2, .int8 = flags == 0, .bias = flags == spec::desc::FLAG_BIAS,
+                              .acc = flags == spec::desc::FLAG_ACCUMULATE, .fold = true}, rng);
+      return std::vector<Descriptor>{d};
+    });
+  }
+  expect_error(rtl("default"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
+    return std::vector<Descriptor>{mx.gemm({.m = mx.config().rows / 2 + 1, .fold = true}, rng)};
+  });
+  expect_error(rtl("small"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.m = 1, .k = 16, .fold = true}, rng);
+    d.k = mx.config().k_max / 2 + 1;
     return std::vector<Descriptor>{d};
   });
 }

@@ -154,6 +154,24 @@ TEST_CASE("golden model reports each descriptor fault in the engine's order", "[
   expect([&](Descriptor& d) { d.lda = 0; }, E::kStride, 0);
   expect([&](Descriptor& d) { d.k = 100, d.lda = 64; }, E::kStride, 64);
   expect([&](Descriptor& d) { d.a_addr = 1ull << 40; }, E::kAddr, 1ull << 40);
+  // FOLD: int32 without bias or C_in, M within half the rows, K within half of k_max.
+  constexpr uint32_t kFold = spec::desc::FLAG_FOLD;
+  auto plain_fold = [](Descriptor& d) {
+    d.flags = kFold, d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32), d.m = kCfg.rows / 2;
+  };
+  expect(plain_fold, E::kNone, 0);
+  expect([&](Descriptor& d) { plain_fold(d), d.flags |= spec::desc::FLAG_BIAS; }, E::kMode, 0x100);
+  expect([&](Descriptor& d) { plain_fold(d), d.flags |= spec::desc::FLAG_ACCUMULATE; }, E::kMode, 0x100);
+  expect([&](Descriptor& d) { plain_fold(d), d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt8); }, E::kMode, 0x100);
+  expect([&](Descriptor& d) { plain_fold(d), d.m = kCfg.rows / 2 + 1; }, E::kDim, 0x100);
+  expect([&](Descriptor& d) { plain_fold(d), d.k = kCfg.k_max / 2 + 1, d.lda = 4096; }, E::kDim, 0x100);
+  {
+    EngineConfig no_fold = kCfg;
+    no_fold.fold = false;
+    Descriptor d = good;
+    plain_fold(d);
+    CHECK(validate(d, 0x100, no_fold).code == E::kMode);
+  }
   // Unused fields are not checked: no bias, so a misaligned bias address is fine.
   expect([&](Descriptor& d) { d.flags = 0, d.bias_addr = 3, d.cin_addr = 5; }, E::kNone, 0);
   // A NOP checks nothing but its opcode.

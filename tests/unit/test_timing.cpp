@@ -16,9 +16,10 @@ namespace {
 // Where tessera gemm puts its operands: right after the descriptor ring.
 constexpr uint64_t kBase = uint64_t{driver::Device::kRingEntries} * spec::kDescBytes;
 
-Descriptor gemm(uint32_t m, uint32_t n, uint32_t k, bool int8_out = false, bool bias = false, bool acc = false) {
+Descriptor gemm(uint32_t m, uint32_t n, uint32_t k, bool int8_out = false, bool bias = false, bool acc = false,
+                bool fold = false) {
   GemmProblem p;
-  p.req = {m, n, k, int8_out, bias, false, acc, 1};
+  p.req = {.m = m, .n = n, .k = k, .int8_out = int8_out, .bias = bias, .accumulate = acc, .fold = fold, .seed = 1};
   return gemm_descriptor(p, kBase);
 }
 
@@ -34,7 +35,8 @@ TEST_CASE("timing model: skipping quiet cycles gives the cycle-by-cycle result",
     const auto cfg = EngineConfig::from_preset(preset);
     const uint32_t m = pick(0, 3) ? pick(1, 80) : 1, n = pick(0, 3) ? pick(1, 150) : 1;
     const uint32_t k = pick(0, 3) ? pick(1, 400) : pick(1, 3);
-    const Descriptor d = gemm(m, n, k, pick(0, 1), pick(0, 1), pick(0, 1));
+    const bool fold = m <= cfg.rows / 2 && pick(0, 2) == 0;  // FOLD: plain int32 only
+    const Descriptor d = fold ? gemm(m, n, k, false, false, false, true) : gemm(m, n, k, pick(0, 1), pick(0, 1), pick(0, 1));
     MemoryModelConfig mem;
     mem.latency = pick(1, 150);
     mem.bytes_per_cycle = pick(0, 1) ? 0 : pick(1, cfg.axi_bytes + 8);
@@ -70,6 +72,23 @@ TEST_CASE("timing model: bytes read and written are the engine's", "[unit][timin
         CHECK(t.write_bytes == uint64_t{m} * n * (q ? 1 : 4));
         CHECK(t.cycles >= mb * nb * std::max<uint64_t>({k, R, C}));  // never faster than the array
       }
+    }
+  }
+}
+
+TEST_CASE("timing model: FOLD reads each B row once per 2C columns", "[unit][timing]") {
+  for (const auto& preset : spec::kPresets) {
+    const auto cfg = EngineConfig::from_preset(preset);
+    const uint64_t C = cfg.cols, beat = cfg.axi_bytes;
+    for (const auto& [m, n, k] : {std::array<uint32_t, 3>{1, 1, 1}, {1, 33, 5}, {2, 90, 200}}) {
+      const Descriptor d = gemm(m, n, k, false, false, false, true), classic = gemm(m, n, k);
+      const TimingEstimate t = estimate(d, cfg, MemoryModelConfig{});
+      const uint64_t beats = spec::kDescBytes / beat + ceil_div(n, 2 * C) * k + m * ceil_div(k, beat);
+      INFO(preset.name << " " << m << "x" << n << "x" << k);
+      CHECK(t.read_bytes == beats * beat);
+      CHECK(t.write_bytes == uint64_t{m} * n * 4);
+      CHECK(t.cycles >= ceil_div(n, 2 * C) * std::max<uint64_t>({k, cfg.rows, cfg.cols}));
+      if (n > C && k >= 100) CHECK(t.cycles < estimate(classic, cfg, MemoryModelConfig{}).cycles);
     }
   }
 }

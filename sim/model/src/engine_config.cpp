@@ -14,6 +14,7 @@ EngineConfig EngineConfig::from_preset(const spec::Preset& p) {
   c.k_max = p.k_max;
   c.axi_bytes = p.axi_data_bits / 8;
   c.max_reads = p.max_reads;
+  c.fold = fold_ok(c.rows, c.cols, c.axi_bytes);
   return c;
 }
 

@@ -20,8 +20,12 @@ Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg)
   const auto op = static_cast<spec::Opcode>(d.opcode);
   if (op != spec::Opcode::kGemm && op != spec::Opcode::kNop) return {ErrorCode::kOpcode, desc_addr};
   if (op == spec::Opcode::kNop) return {};
-  if (d.out_mode > static_cast<uint8_t>(spec::OutMode::kInt8)) return {ErrorCode::kMode, desc_addr};
-  if (d.m == 0 || d.n == 0 || d.k == 0 || d.m > spec::kDimMax || d.n > spec::kDimMax || d.k > cfg.k_max)
+  const bool fold = d.has(D::FLAG_FOLD);
+  if (d.out_mode > static_cast<uint8_t>(spec::OutMode::kInt8) ||
+      (fold && (!cfg.fold || d.int8_out() || d.has(D::FLAG_BIAS) || d.has(D::FLAG_ACCUMULATE))))
+    return {ErrorCode::kMode, desc_addr};
+  if (d.m == 0 || d.n == 0 || d.k == 0 || d.m > spec::kDimMax || d.n > spec::kDimMax || d.k > cfg.k_max ||
+      (fold && (d.m > cfg.rows / 2 || d.k > cfg.k_max / 2)))
     return {ErrorCode::kDim, desc_addr};
   if (d.int8_out() && d.act_min > d.act_max) return {ErrorCode::kParam, desc_addr};
 

@@ -151,9 +151,11 @@ class EngineSim {
         write_limit_(std::min(kMaxWrites, mem.max_writes)),
         seg4_(cfg.cols * 4 <= cfg.axi_bytes ? 1 : cfg.cols * 4 / cfg.axi_bytes),
         row_beats_(static_cast<uint32_t>(ceil_div(d.k, cfg.axi_bytes))),
-        gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols})),
+        gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
         a_resident_(!acc_ && d.m <= cfg.rows),
+        fold_(d.has(spec::desc::FLAG_FOLD)),
+        blk_(fold_ ? 2 * cfg.cols : cfg.cols),
         bias_(d.has(spec::desc::FLAG_BIAS)),
         int8_(d.int8_out()),
         gemm_(static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm),
@@ -174,6 +176,8 @@ class EngineSim {
   bool quiet(uint64_t t);
   uint64_t wake() const;
   uint32_t cur_vr() const { return static_cast<uint32_t>(std::min<uint64_t>(rows_, sq_rows_left_)); }
+  // The rows the next tile hands the store unit: with FOLD, the lower band's too if it has columns.
+  uint32_t cur_rows() const { return fold_ && sq_cols_left_ > cols_ ? 2 * cur_vr() : cur_vr(); }
   bool tiles_left() const { return sq_running_ && sq_cols_left_ != 0; }
   bool can_start_tile(uint64_t t) const;
   // The cycle from which the next burst may start: the one after burst n - read_limit_'s last beat.
@@ -209,10 +213,13 @@ class EngineSim {
   const Descriptor& d_;
   const uint64_t rows_, cols_, k_, beat_, lat_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
-  const uint64_t gap_;  // the tile interval max(K, R, C)
+  const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
   const bool acc_;
   // One row block and no C_in: A is loaded once into slot 0 and kept until the last tile.
   const bool a_resident_;
+  // FOLD: a tile is one row block against blk_ = 2C columns, the lower band of rows taking the second C.
+  const bool fold_;
+  const uint64_t blk_;
   const bool bias_, int8_, gemm_, skip_;
   BeatChannel r_chan_, w_chan_;
   const uint32_t beat_shift_;
@@ -271,7 +278,7 @@ ReadReq EngineSim::lb_request() const {
     case Lb::kShift: return {(d_.shift_addr + lb_nb_ * cols_) & align, 1, Dest::kTable, slot, false};
     case Lb::kBias: return {(d_.bias_addr + lb_nb_ * cols_ * 4) & align, seg4_, Dest::kTable, slot, false};
     case Lb::kRows:
-      return {(d_.b_addr + lb_nb_ * cols_ + lb_k_ * d_.ldb) & align, 1, Dest::kB, slot, lb_k_ == k_ - 1};
+      return {(d_.b_addr + lb_nb_ * blk_ + lb_k_ * d_.ldb) & align, 1, Dest::kB, slot, lb_k_ == k_ - 1};
     default: return {};
   }
 }
@@ -295,7 +302,7 @@ void EngineSim::lb_granted() {
       if (lb_k_ == k_ - 1) {
         lb_ = Lb::kWait;
         ++lb_nb_;
-        lb_cols_left_ = lb_cols_left_ > cols_ ? lb_cols_left_ - cols_ : 0;
+        lb_cols_left_ = lb_cols_left_ > blk_ ? lb_cols_left_ - blk_ : 0;
       }
       ++lb_k_;
       break;
@@ -349,7 +356,7 @@ void EngineSim::start_gemm() {
 bool EngineSim::can_start_tile(uint64_t t) const {
   const uint8_t bslot = sq_cols_blk_ & 1;
   return tiles_left() && t >= sq_next_start_ && ((a_full_ >> sq_tile_) & 1) && ((b_full_ >> bslot) & 1) &&
-         (!acc_ || ((c_full_ >> sq_tile_) & 1)) && sq_credits_ >= cur_vr() && sq_info_ < kInfoDepth;
+         (!acc_ || ((c_full_ >> sq_tile_) & 1)) && sq_credits_ >= cur_rows() && sq_info_ < kInfoDepth;
 }
 
 // The memory accepts a burst's address in cycle t; returns the cycle of its last data beat.
@@ -470,27 +477,31 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
 void EngineSim::start_tile(uint64_t t) {
   const uint64_t T = t + k_ - 1;
   const uint32_t vr = cur_vr();
-  const uint64_t vc = std::min<uint64_t>(cols_, sq_cols_left_);
+  const uint32_t stored = cur_rows();
+  const uint64_t vc = std::min<uint64_t>(blk_, sq_cols_left_);
   const uint8_t bslot = sq_cols_blk_ & 1;
   const bool nblast = sq_rows_left_ <= rows_;
-  const bool final_tile = nblast && sq_cols_left_ <= cols_;
+  const bool final_tile = nblast && sq_cols_left_ <= blk_;
   const uint64_t out_bytes = int8_ ? 1 : 4;
-  const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * cols_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
+  const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
   const uint64_t readout = T + cols_ + 3, out = readout + 1 + kEpilogueLatency;
   if (!a_resident_ || final_tile) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
-  for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, vc * out_bytes);
+  for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, std::min(vc, cols_) * out_bytes);
+  if (fold_ && vc > cols_)  // the lower band's rows, from row R/2 of the readout
+    for (uint32_t r = 0; r < vr; ++r)
+      store_row(out + rows_ / 2 + r, c_addr + cols_ * out_bytes + r * d_.ldc, (vc - cols_) * out_bytes);
   ev_end_.push({out + rows_ - 1, sq_tile_, bslot, nblast, final_tile});
   if (final_tile) final_end_ = out + rows_ - 1;
 
   sq_next_start_ = t + gap_;
-  sq_credits_ -= vr;
+  sq_credits_ -= stored;
   ++sq_info_;
   if (!a_resident_) sq_tile_ ^= 1;
   if (nblast) {
     sq_rows_left_ = d_.m;
-    sq_cols_left_ = sq_cols_left_ > cols_ ? sq_cols_left_ - cols_ : 0;
+    sq_cols_left_ = sq_cols_left_ > blk_ ? sq_cols_left_ - blk_ : 0;
     ++sq_cols_blk_;
     sq_mb_ = 0;
   } else {
@@ -728,8 +739,8 @@ uint64_t EngineSim::wake() const {
   if (sq_info_ >= kInfoDepth && !ev_ro_.empty()) w = std::min(w, ev_ro_.front());
   if (!sq_done_) w = std::min(w, final_end_);
   if (ctrl_ == Ctrl::kRun && tiles_left() && sq_next_start_ >= now_) w = std::min(w, sq_next_start_);
-  if (ctrl_ == Ctrl::kRun && tiles_left() && sq_credits_ < cur_vr()) {  // credits the next tile needs
-    const uint32_t need = cur_vr() - sq_credits_;
+  if (ctrl_ == Ctrl::kRun && tiles_left() && sq_credits_ < cur_rows()) {  // credits the next tile needs
+    const uint32_t need = cur_rows() - sq_credits_;
     if (need <= takes_.size()) w = std::min(w, takes_[need - 1] + 1);
   }
   if (ctrl_ == Ctrl::kRun && sq_done_) w = std::min(w, st_idle_);

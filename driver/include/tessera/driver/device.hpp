@@ -99,6 +99,7 @@ struct Properties {
   uint32_t id = 0, version = 0;
   uint32_t rows = 0, cols = 0, k_max = 0, axi_bytes = 0, max_reads = 0, addr_bits = 0, align = 0;
   uint64_t mem_bytes = 0;
+  bool fold = false;   // the FOLD dataflow for small M (CFG_ARRAY.FOLD)
   std::string preset;  // the named preset these parameters match, if any
   EngineConfig engine() const;
 };

@@ -15,6 +15,7 @@ namespace tessera {
 struct GemmRequest {
   uint32_t m = 64, n = 64, k = 64;
   bool int8_out = false, bias = false, relu = false, accumulate = false;
+  bool fold = false;  // the FOLD dataflow (M <= R/2, K <= k_max/2, int32 output, no bias or C_in)
   uint64_t seed = 1;
   uint32_t pad = 0;  // extra bytes on every row pitch (a multiple of the engine's alignment)
 };

@@ -4,6 +4,7 @@
 // (int8 keys and values, a scale per token), which the engine reads as GEMM operands.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +60,18 @@ class AccelBackend final : public MatmulBackend {
   Operand upload_b(const float* b, uint32_t k, uint32_t n, bool transposed);
   // c[a.rows, b.cols] = a * b on the engine, dequantized with both operands' scales.
   void gemm(const Int8Matrix& a, const Int8Matrix& b, float* c);
+  // How one GEMM runs: the classic dataflow, or FOLD for small M with K cut into k_parts FOLD GEMMs
+  // where it is above FOLD's k_max/2 (split-K: each part writes its own int32 C, summed on the host).
+  struct Dataflow {
+    bool fold = false;
+    uint32_t k_parts = 1;
+  };
+  using DataflowCache = std::map<std::array<uint32_t, 3>, Dataflow>;
+  // FOLD where `cfg` allows it and the timing model (with the platform's default memory) says it is
+  // faster than the classic dataflow; chosen once per shape.
+  static Dataflow choose_dataflow(const Descriptor& d, const EngineConfig& cfg, DataflowCache& chosen);
+  // The descriptors of `d` under `df`; part p writes its C at d.c_addr + p * part_bytes.
+  static std::vector<Descriptor> split(const Descriptor& d, Dataflow df, uint64_t part_bytes);
 
   driver::Device& dev_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
@@ -70,6 +83,7 @@ class AccelBackend final : public MatmulBackend {
   }
   std::optional<EngineConfig> projection_;
   MemoryModelConfig projection_mem_;
+  DataflowCache dataflow_, projection_dataflow_;
 };
 
 }  // namespace tessera

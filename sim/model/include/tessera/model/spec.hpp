@@ -66,8 +66,8 @@ constexpr std::string_view to_string(OutMode v) {
 enum class ErrorCode : uint8_t {
   kNone = 0,  // no error
   kOpcode = 1,  // unknown opcode; ERR_ADDR holds the descriptor's address
-  kMode = 2,  // unknown output mode; ERR_ADDR holds the descriptor's address
-  kDim = 3,  // M, N or K is zero, M or N is above dim_max, or K is above k_max; ERR_ADDR holds the descriptor's address
+  kMode = 2,  // unknown output mode, or FOLD where the engine lacks it or with INT8 output, BIAS or ACCUMULATE; ERR_ADDR holds the descriptor's address
+  kDim = 3,  // M, N or K is zero, M or N is above dim_max, or K is above k_max; with FOLD, M above R/2 or K above k_max/2; ERR_ADDR holds the descriptor's address
   kParam = 4,  // act_min > act_max (ERR_ADDR: descriptor address), or a shift outside [shift_min, shift_max] (ERR_ADDR: that shift byte's address)
   kAlign = 5,  // a used address or row stride is not a multiple of align_bytes; ERR_ADDR holds the offending value
   kStride = 6,  // a row stride is shorter than its row (lda < K, ldb < N, ldc < N x element size, ldcin < 4N); ERR_ADDR holds the stride
@@ -138,6 +138,7 @@ inline constexpr Field TAG{23, 0, 32};  // free for software; copied to LAST_TAG
 inline constexpr uint32_t FLAG_BIAS = 1u << 16;  // add bias[n] (int32 per column)
 inline constexpr uint32_t FLAG_ACCUMULATE = 1u << 17;  // add C_in[m][n] (int32, read from cin_addr)
 inline constexpr uint32_t FLAG_IRQ = 1u << 18;  // raise the DONE interrupt when this descriptor completes
+inline constexpr uint32_t FLAG_FOLD = 1u << 19;  // small-M dataflow (CFG_ARRAY.FOLD): rows R/2..R-1 compute the next C columns, so one B beat feeds 2C columns; needs M <= R/2, K <= k_max/2, INT32 output, no BIAS or ACCUMULATE
 }  // namespace desc
 
 // CSR byte offsets and fields.
@@ -183,6 +184,8 @@ inline constexpr uint32_t CFG_ARRAY_COLS_LSB = 8;
 inline constexpr uint32_t CFG_ARRAY_COLS_MASK = 0xff00u;
 inline constexpr uint32_t CFG_ARRAY_DATAFLOW_LSB = 16;
 inline constexpr uint32_t CFG_ARRAY_DATAFLOW_MASK = 0xf0000u;
+inline constexpr uint32_t CFG_ARRAY_FOLD_LSB = 20;
+inline constexpr uint32_t CFG_ARRAY_FOLD_MASK = 0x100000u;
 inline constexpr uint32_t CFG_MEM_K_MAX_LSB = 0;
 inline constexpr uint32_t CFG_MEM_K_MAX_MASK = 0xffffu;
 inline constexpr uint32_t CFG_MEM_AXI_BYTES_LSB = 16;
@@ -223,7 +226,7 @@ struct Register {
 inline constexpr std::array<Register, 31> kRegisters{{
     {"ID", 0x000, Access::kRo, 0xffffffffu, 0x00000000u},
     {"VERSION", 0x004, Access::kRo, 0xffffffffu, 0x00000000u},
-    {"CFG_ARRAY", 0x008, Access::kRo, 0x000fffffu, 0x00000000u},
+    {"CFG_ARRAY", 0x008, Access::kRo, 0x001fffffu, 0x00000000u},
     {"CFG_MEM", 0x00c, Access::kRo, 0xffffffffu, 0x00000000u},
     {"CFG_ADDR", 0x010, Access::kRo, 0x00ffffffu, 0x00000000u},
     {"SCRATCH", 0x014, Access::kRw, 0xffffffffu, 0x00000000u},
