@@ -24,20 +24,28 @@ std::string rtl(const std::string& preset) {
   return "rtl?preset=" + (only ? std::string(only) : preset);
 }
 
-void random_gemms(const std::string& preset, int count, uint32_t max_mn, uint32_t max_k,
-                  const std::string& options = "") {
+// `count` GEMMs of the shapes `make(rng, i, properties)` draws from a printed seed, back to back on
+// one device, against the golden model.
+void seeded_gemms(const std::string& spec, int count,
+                  const std::function<Shape(std::mt19937_64&, int, const driver::Properties&)>& make) {
   const uint64_t seed = test_seed();
   std::mt19937_64 rng(seed);
-  Mirror mx(rtl(preset) + options);
+  Mirror mx(spec);
   std::vector<Descriptor> ds;
   for (int i = 0; i < count; ++i) {
-    const Shape s = test::random_shape(rng, max_mn, max_k);
+    const Shape s = make(rng, i, mx.device().properties());
     INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " int8=" << s.int8
-                 << " bias=" << s.bias << " acc=" << s.acc << " relu=" << s.relu);
+                 << " bias=" << s.bias << " acc=" << s.acc << " relu=" << s.relu << " fold=" << s.fold);
     ds.push_back(mx.gemm(s, rng));
   }
   INFO("seed " << seed);
   mx.run(ds);
+}
+
+void random_gemms(const std::string& preset, int count, uint32_t max_mn, uint32_t max_k,
+                  const std::string& options = "") {
+  seeded_gemms(rtl(preset) + options, count,
+               [&](std::mt19937_64& rng, int, const driver::Properties&) { return test::random_shape(rng, max_mn, max_k); });
 }
 
 }  // namespace
@@ -162,25 +170,16 @@ TEST_CASE("cosim: decode-sized GEMMs back to back with A loaded once", "[cosim][
   // One row block without C_in keeps its A rows in slot 0 for every column block; the last tile
   // frees the slot for the next GEMM, which may be resident too or a normal one (ACCUMULATE, or M
   // over the array's rows) that alternates slots again.
-  const uint64_t seed = test_seed();
-  std::mt19937_64 rng(seed);
-  Mirror mx(rtl("default"));
-  const uint32_t rows = mx.device().properties().rows, cols = mx.device().properties().cols;
-  std::vector<Descriptor> ds;
-  for (int i = 0; i < 24; ++i) {
+  seeded_gemms(rtl("default"), 24, [](std::mt19937_64& rng, int, const driver::Properties& p) {
     Shape s;
-    s.m = std::uniform_int_distribution<uint32_t>(1, rows + 2)(rng);
-    s.n = std::uniform_int_distribution<uint32_t>(1, 5 * cols)(rng);
+    s.m = std::uniform_int_distribution<uint32_t>(1, p.rows + 2)(rng);
+    s.n = std::uniform_int_distribution<uint32_t>(1, 5 * p.cols)(rng);
     s.k = std::uniform_int_distribution<uint32_t>(1, 300)(rng);
     s.int8 = rng() & 1;
     s.bias = rng() & 1;
     s.acc = rng() % 4 == 0;
-    INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " int8=" << s.int8
-                 << " bias=" << s.bias << " acc=" << s.acc);
-    ds.push_back(mx.gemm(s, rng));
-  }
-  INFO("seed " << seed);
-  mx.run(ds);
+    return s;
+  });
 }
 
 namespace {
@@ -188,13 +187,9 @@ namespace {
 // FOLD GEMMs (M <= R/2) mixed with normal ones, so the engine switches dataflow between
 // descriptors that follow each other in the ring.
 void fold_gemms(const std::string& preset) {
-  const uint64_t seed = test_seed();
-  std::mt19937_64 rng(seed);
-  Mirror mx(rtl(preset));
-  const uint32_t rows = mx.device().properties().rows, cols = mx.device().properties().cols;
-  REQUIRE(mx.device().properties().fold);
-  std::vector<Descriptor> ds;
-  for (int i = 0; i < 18; ++i) {
+  seeded_gemms(rtl(preset), 18, [](std::mt19937_64& rng, int i, const driver::Properties& p) {
+    REQUIRE(p.fold);
+    const uint32_t rows = p.rows, cols = p.cols;
     Shape s;
     s.fold = i % 3 != 2;
     s.m = std::uniform_int_distribution<uint32_t>(1, s.fold ? rows / 2 : rows + 2)(rng);
@@ -207,12 +202,8 @@ void fold_gemms(const std::string& preset) {
       s.bias = rng() & 1;
       s.acc = rng() % 4 == 0;
     }
-    INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " fold=" << s.fold
-                 << " int8=" << s.int8 << " bias=" << s.bias << " acc=" << s.acc);
-    ds.push_back(mx.gemm(s, rng));
-  }
-  INFO("seed " << seed);
-  mx.run(ds);
+    return s;
+  });
 }
 
 }  // namespace
