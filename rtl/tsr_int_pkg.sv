@@ -15,8 +15,22 @@ package tsr_int_pkg;
     fold_ok = rows % 2 == 0 && 2 * cols * 8 <= axi_data_bits;
   endfunction
 
-  // Width of a read request's tag: destination, slot, row or k index (clog2(k_max) bits), byte lane
-  // of the segment in its beat, and whether the request completes the slot. tsr_loader packs it,
+  // Resident A: a GEMM without C_in (which comes per tile with its A rows) whose row blocks all fit
+  // in an A bank (bank_beats beats: both slots), each at a pitch of its row's beats, loads A in its
+  // first column block and keeps it for the others. The fit is checked with the row's beats rounded
+  // up to a power of two, which needs no multiplier: ceil(M / rows) <= bank_beats >> ceil(log2(beats)).
+  function automatic logic resident_a(logic accumulate, logic [15:0] m, logic [15:0] row_beats,
+                                      int unsigned rows, int unsigned bank_beats);
+    logic [16:0] blocks, fit;
+    blocks = ({1'b0, m} + 17'(rows - 1)) >> $clog2(rows);
+    fit    = 17'(bank_beats);
+    for (int i = 0; i < 16; i++) if (row_beats > 16'(1 << i)) fit = 17'(bank_beats >> (i + 1));
+    resident_a = !accumulate && blocks <= fit;
+  endfunction
+
+  // Width of a read request's tag: destination, slot, index (clog2(k_max) bits: the row, or for A
+  // the row and the beat in its bank where the row starts), byte lane of the segment in its beat,
+  // and whether the request completes the slot. tsr_loader packs it,
   // tsr_scratch unpacks it.
   function automatic int unsigned rd_tag_bits(int unsigned k_max, int unsigned axi_data_bits);
     rd_tag_bits = 3 + 1 + $clog2(k_max) + $clog2(axi_data_bits / 8) + 1;

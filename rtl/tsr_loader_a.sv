@@ -1,6 +1,8 @@
 // A loader: per tile t (column blocks outer, row blocks inner), the tile's A rows and, with
-// ACCUMULATE, its C_in rows into A/C_in slot t % 2, once that slot is free. Requests carry a byte
-// address; tsr_rd_arb aligns it to a beat and packs the read tag.
+// ACCUMULATE, its C_in rows into A/C_in slot t % 2, once that slot is free. With resident A
+// (tsr_int_pkg::resident_a) only the first column block's tiles load A, each row block at its own
+// place in the banks, and the later column blocks reuse it. Requests carry a byte address;
+// tsr_rd_arb aligns it to a beat and packs the read tag.
 module tsr_loader_a #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -35,6 +37,8 @@ module tsr_loader_a #(
   localparam int unsigned BeatShift = $clog2(BeatBytes);
   localparam int unsigned RowShift = $clog2(Rows);
   localparam int unsigned Seg4Beats = (Cols * 4 <= BeatBytes) ? 1 : (Cols * 4) / BeatBytes;
+  localparam int unsigned BankBeats = 2 * KMax / BeatBytes;  // an A bank: both slots
+  localparam int unsigned BankW = $clog2(BankBeats);
 
   typedef enum logic [1:0] {LaIdle, LaWait, LaRows, LaCin} state_e;
   state_e state_q, state_d;
@@ -43,6 +47,8 @@ module tsr_loader_a #(
   logic [RowShift:0] i_q, i_d;
   logic [AddrWidth-1:0] a_tile_q, a_tile_d, c_col_q, c_col_d, c_tile_q, c_tile_d;
   logic [AddrWidth-1:0] row_q, row_d;
+  logic [BankW-1:0] blk_beat_q, blk_beat_d;  // resident A: where the row block starts in the banks
+  logic [BankW-1:0] a_beat;                  // where the tile's A rows go
   logic row_last, tile_last_m, a_resident;
   logic [RowShift:0] vr;
   logic [KW:0] k;
@@ -54,9 +60,8 @@ module tsr_loader_a #(
   assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
   assign row_last    = i_q == vr - 1'b1;
   assign tile_last_m = rows_left_q <= 16'(Rows);
-  // One row block and no C_in: every tile reads the same A rows, so they are loaded once, into slot
-  // 0, which tsr_seq keeps until the last tile (decode-sized GEMMs read only B after that).
-  assign a_resident  = !cfg_i.accumulate && cfg_i.m <= 16'(Rows);
+  assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
+  assign a_beat      = a_resident ? blk_beat_q : {tile_q, (BankW-1)'(0)};
 
   always_comb begin
     req_valid_o = 1'b0;
@@ -71,7 +76,7 @@ module tsr_loader_a #(
         req_valid_o = 1'b1;
         req_dest_o  = tsr_int_pkg::DEST_A;
         req_slot_o  = tile_q;
-        req_idx_o   = KW'(i_q);
+        req_idx_o   = KW'({a_beat, RowShift'(i_q)});
         req_last_o  = row_last;
       end
       LaCin: begin
@@ -96,6 +101,7 @@ module tsr_loader_a #(
     c_col_d     = c_col_q;
     c_tile_d    = c_tile_q;
     row_d       = row_q;
+    blk_beat_d  = blk_beat_q;
     a_claim_o   = 2'b00;
     c_claim_o   = 2'b00;
     unique case (state_q)
@@ -108,6 +114,7 @@ module tsr_loader_a #(
           a_tile_d    = cfg_i.a_addr;
           c_col_d     = cfg_i.cin_addr;
           c_tile_d    = cfg_i.cin_addr;
+          blk_beat_d  = '0;
         end
       end
       LaWait: begin
@@ -129,8 +136,8 @@ module tsr_loader_a #(
             state_d = LaCin;
             i_d     = '0;
             row_d   = c_tile_q;
-          end else if (row_last && a_resident) begin
-            state_d = LaIdle;
+          end else if (row_last && a_resident && tile_last_m) begin
+            state_d = LaIdle;  // the whole of A is in
           end else if (row_last) begin
             // next tile: row blocks inner, column blocks outer
             state_d = LaWait;
@@ -144,6 +151,7 @@ module tsr_loader_a #(
             end else begin
               rows_left_d = rows_left_q - 16'(Rows);
               a_tile_d    = a_tile_q + (cfg_i.lda << RowShift);
+              blk_beat_d  = blk_beat_q + BankW'(a_row_beats);
               c_tile_d    = c_tile_q + (cfg_i.ldcin << RowShift);
             end
           end
@@ -169,5 +177,6 @@ module tsr_loader_a #(
     c_col_q     <= c_col_d;
     c_tile_q    <= c_tile_d;
     row_q       <= row_d;
+    blk_beat_q  <= blk_beat_d;
   end
 endmodule

@@ -1,6 +1,7 @@
 // The scratchpads and the router that writes read data into them.
-//  - A: one bank per array row, two slots of k_max bytes, written a beat at a time and read a
-//    byte per cycle (each row at its own, skewed, address);
+//  - A: one bank per array row, two slots of k_max bytes, written a beat at a time (at the beat
+//    the tag names: a slot's, or with resident A the row block's) and read a byte per cycle (each
+//    row at its own, skewed, byte address);
 //  - B: per array column, two byte-wide banks (lanes) of k_max entries, written a B row at a
 //    time and read per column at skewed addresses. Lane s holds slot s; with FOLD a slot is half
 //    of both lanes (k < k_max/2), lane 0 for the column block of the upper band of rows and lane 1
@@ -36,8 +37,7 @@ module tsr_scratch #(
   output logic                       perr_o,
   output logic [AddrWidth-1:0]       perr_addr_o,
   // array operand reads (data the next cycle)
-  input  logic [Rows-1:0]            a_rd_slot_i,
-  input  logic [Rows*KW-1:0]         a_rd_k_i,
+  input  logic [Rows*(KW+1)-1:0]     a_rd_addr_i,   // byte in the bank: {slot, k}, or resident A's
   output logic [Rows*8-1:0]          a_data_o,
   input  logic [Cols-1:0]            b_rd_slot_i,
   input  logic [Cols*KW-1:0]         b_rd_k_i,
@@ -56,6 +56,7 @@ module tsr_scratch #(
   localparam int unsigned BeatShift = $clog2(BeatBytes);
   localparam int unsigned WordsPerSlot = KMax / BeatBytes;
   localparam int unsigned AWordW = $clog2(WordsPerSlot);
+  localparam int unsigned BankW = AWordW + 1;
   localparam int unsigned IdxW = KW;
   localparam int unsigned RowBits = Cols * 32;
   localparam int unsigned CinBanks = (RowBits <= AxiDataWidth) ? 1 : RowBits / AxiDataWidth;
@@ -97,12 +98,15 @@ module tsr_scratch #(
     logic [AxiDataWidth-1:0] mem [2*WordsPerSlot];
     logic [AxiDataWidth-1:0] rdata_q;
     logic [BeatShift-1:0]    byte_q;
-    logic [KW-1:0]           rk;
-    assign rk = a_rd_k_i[i*KW +: KW];
+    logic [KW:0]             ra;
+    logic [BankW-1:0]        wbeat;
+    // the tag's index is {the row's first beat in the bank, the row}
+    assign wbeat = t_idx[RowW +: BankW] + rsp_beat_i[BankW-1:0];
+    assign ra    = a_rd_addr_i[i*(KW+1) +: KW+1];
     always_ff @(posedge clk_i) begin
-      if (is_a && t_idx == IdxW'(i)) mem[{t_slot, rsp_beat_i[AWordW-1:0]}] <= rsp_data_i;
-      rdata_q <= mem[{a_rd_slot_i[i], rk[KW-1:BeatShift]}];
-      byte_q  <= rk[BeatShift-1:0];
+      if (is_a && t_idx[RowW-1:0] == RowW'(i)) mem[wbeat] <= rsp_data_i;
+      rdata_q <= mem[ra[KW:BeatShift]];
+      byte_q  <= ra[BeatShift-1:0];
     end
     assign a_data_o[i*8 +: 8] = rdata_q[{byte_q, 3'b000} +: 8];
   end

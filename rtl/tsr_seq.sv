@@ -17,6 +17,7 @@ module tsr_seq #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
+  parameter int unsigned AxiDataWidth = 256,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned RowW = $clog2(Rows),
@@ -38,8 +39,7 @@ module tsr_seq #(
   output logic [1:0]              c_rel_o,
   output logic [1:0]              p_rel_o,
   // scratchpad operand reads
-  output logic [Rows-1:0]         a_rd_slot_o,
-  output logic [Rows*KW-1:0]      a_rd_k_o,
+  output logic [Rows*(KW+1)-1:0]  a_rd_addr_o,  // per A bank: the byte to read
   output logic [Cols-1:0]         b_rd_slot_o,
   output logic [Cols*KW-1:0]      b_rd_k_o,
   // the array
@@ -70,6 +70,9 @@ module tsr_seq #(
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
   localparam int unsigned Half = Rows / 2;
   localparam int unsigned GapFold = (Rows > Cols + Half) ? Rows : Cols + Half;
+  localparam int unsigned BeatBytes = AxiDataWidth / 8;
+  localparam int unsigned BeatShift = $clog2(BeatBytes);
+  localparam int unsigned BankBeats = 2 * KMax / BeatBytes;  // an A bank: both slots
 
   // ---------------------------------------------------------------- tile walk
   logic        running_q, running_d;
@@ -88,8 +91,10 @@ module tsr_seq #(
   logic [ColW+1:0] cur_vc;
   logic        fold;
   logic [15:0] blk_cols;  // columns per tile: Cols, or 2 x Cols with FOLD
-  logic        start_tile, emit, tiles_left, a_resident;
+  logic        start_tile, emit, tiles_left, a_resident, a_wait;
   logic [KW:0] emit_k;
+  logic [15:0] a_row_beats;               // ceil(K / beat bytes): resident A's row pitch
+  logic [KW:0] a_blk_q, a_blk_d, a_base;  // where the tile's A rows start in the banks, in bytes
   logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
 
   assign k          = cfg_i.k[KW:0];
@@ -115,14 +120,18 @@ module tsr_seq #(
 
   // A tile starts when its operands are in, the array is free and its rows have room to go.
   assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
-                      a_full_i[tile_q] && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q]) &&
+                      (a_full_i[tile_q] || !a_wait) && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q]) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_rows) && !info_full;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
   assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
-  // A resident for the whole GEMM (tsr_loader_a loads one row block without C_in once): the tiles
-  // all read A slot 0, and only the last one releases it.
-  assign a_resident = !cfg_i.accumulate && cfg_i.m <= 16'(Rows);
+  // Resident A (tsr_loader_a loads it in the first column block, each row block at its own place):
+  // the first column block's tiles wait for and release their slots as usual, the later ones read
+  // their row block's A rows where they were left.
+  assign a_row_beats = 16'(k[KW:BeatShift]) + 16'(k[BeatShift-1:0] != '0);
+  assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
+  assign a_base      = a_resident ? a_blk_q : {tile_q, KW'(0)};
+  assign a_wait      = !a_resident || cols_blk_q == '0;
 
   always_comb begin
     running_d   = running_q;
@@ -133,6 +142,7 @@ module tsr_seq #(
     c_col_d     = c_col_q;
     c_tile_d    = c_tile_q;
     streaming_d = streaming_q;
+    a_blk_d     = a_blk_q;
     k_d         = k_q;
     gap_d       = (gap_q != '0) ? gap_q - 1'b1 : gap_q;
     credits_d   = credits_q + ($clog2(Credits)+1)'(out_pop_i);
@@ -147,8 +157,10 @@ module tsr_seq #(
       k_d         = (KW+1)'(1);
       gap_d       = ((k > gap_min) ? k : gap_min) - 1'b1;
       credits_d   = credits_d - ($clog2(Credits)+1)'(cur_rows);
-      tile_d      = tile_q ^ !a_resident;
+      tile_d      = !tile_q;
+      a_blk_d     = a_blk_q + (KW+1)'(a_row_beats << BeatShift);
       if (cur_nblast) begin
+        a_blk_d     = '0;
         rows_left_d = cfg_i.m;
         cols_left_d = (cols_left_q > blk_cols) ? cols_left_q - blk_cols : '0;
         cols_blk_d  = cols_blk_q + 1'b1;
@@ -166,6 +178,7 @@ module tsr_seq #(
       rows_left_d = cfg_i.m;
       cols_left_d = cfg_i.n;
       cols_blk_d  = '0;
+      a_blk_d     = '0;
       c_col_d     = cfg_i.c_addr;
       c_tile_d    = cfg_i.c_addr;
       streaming_d = 1'b0;
@@ -183,13 +196,15 @@ module tsr_seq #(
 
   // ---------------------------------------------------------------- operand token chain
   logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_aslot_q, tok_bslot_q, tok_nblast_q;
-  logic [Rows-1:0]     tok_akeep_q;  // the tile's A slot stays claimed after it (resident A)
+  logic [Rows-1:0]     tok_arel_q;  // the tile releases its A slot (not a resident A's later tiles)
   logic [KW-1:0]       tok_k_q [Chain];
+  logic [KW:0]         tok_ak_q [Rows];  // the A banks' byte address of the token
 
   // The slot and block flags of the tile being streamed are held from its start.
-  logic str_aslot_q, str_bslot_q, str_nblast_q, str_akeep_q, tok_akeep_d;
+  logic str_aslot_q, str_bslot_q, str_nblast_q, str_arel_q, tok_arel_d;
+  logic [KW:0] str_abase_q;
   assign tok_aslot_d  = start_tile ? tile_q : str_aslot_q;
-  assign tok_akeep_d  = start_tile ? a_resident && !cur_final : str_akeep_q;
+  assign tok_arel_d   = start_tile ? a_wait : str_arel_q;
   assign tok_bslot_d  = start_tile ? cur_bslot : str_bslot_q;
   assign tok_nblast_d = start_tile ? cur_nblast : str_nblast_q;
 
@@ -208,21 +223,23 @@ module tsr_seq #(
     tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
     tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
-    tok_akeep_q  <= {tok_akeep_q[Rows-2:0], tok_akeep_d};
+    tok_arel_q   <= {tok_arel_q[Rows-2:0], tok_arel_d};
     tok_k_q[0]   <= emit_k[KW-1:0];
     for (int s = 1; s < Chain; s++) tok_k_q[s] <= tok_k_q[s-1];
+    tok_ak_q[0]  <= (start_tile ? a_base : str_abase_q) + emit_k;
+    for (int s = 1; s < Rows; s++) tok_ak_q[s] <= tok_ak_q[s-1];
     if (start_tile) begin
       str_aslot_q  <= tile_q;
       str_bslot_q  <= cur_bslot;
       str_nblast_q <= cur_nblast;
-      str_akeep_q  <= a_resident && !cur_final;
+      str_arel_q   <= a_wait;
+      str_abase_q  <= a_base;
     end
   end
 
   for (genvar i = 0; i < Rows; i++) begin : g_arow
     logic v_q, f_q, l_q;
-    assign a_rd_slot_o[i]         = tok_aslot_q[i];
-    assign a_rd_k_o[i*KW +: KW]   = tok_k_q[i];
+    assign a_rd_addr_o[i*(KW+1) +: KW+1] = tok_ak_q[i];
     // Row flags reach the array with the bank's data, one cycle after the read.
     always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) v_q <= 1'b0;
@@ -245,7 +262,7 @@ module tsr_seq #(
   always_comb begin
     a_rel_o = '0;
     b_rel_o = '0;
-    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1] && !tok_akeep_q[Rows-1];
+    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1] && tok_arel_q[Rows-1];
     b_rel_o[tok_bslot_q[Cols-1]] = tok_valid_q[Cols-1] && tok_last_q[Cols-1] && tok_nblast_q[Cols-1];
   end
 
@@ -388,6 +405,7 @@ module tsr_seq #(
     cols_blk_q  <= cols_blk_d;
     c_col_q     <= c_col_d;
     c_tile_q    <= c_tile_d;
+    a_blk_q     <= a_blk_d;
     k_q         <= k_d;
     ro_row_q    <= ro_row_d;
     ro_info_q   <= ro_info_d;

@@ -103,8 +103,8 @@ module tsr_top #(
   logic [1:0] a_fill, b_fill, c_fill, a_rel, b_rel, c_rel, p_rel, a_full, b_full, c_full;
 
   // scratchpad <-> sequencer <-> array
-  logic [Rows-1:0] a_rd_slot, row_valid, row_first, row_last;
-  logic [Rows*KW-1:0] a_rd_k;
+  logic [Rows-1:0] row_valid, row_first, row_last;
+  logic [Rows*(KW+1)-1:0] a_rd_addr;
   logic [Cols-1:0] b_rd_slot;
   logic [Cols*KW-1:0] b_rd_k;
   logic [Rows*8-1:0] a_data;
@@ -205,7 +205,7 @@ module tsr_top #(
     .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
     .a_fill_o(a_fill), .b_fill_o(b_fill), .c_fill_o(c_fill), .desc_valid_o(desc_valid),
     .perr_o(perr), .perr_addr_o(perr_addr),
-    .a_rd_slot_i(a_rd_slot), .a_rd_k_i(a_rd_k), .a_data_o(a_data),
+    .a_rd_addr_i(a_rd_addr), .a_data_o(a_data),
     .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data), .b2_data_o(b2_data),
     .cin_rd_slot_i(cin_rd_slot), .cin_rd_row_i(cin_rd_row), .cin_data_o(cin_data),
     .p_slot_i(p_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
@@ -221,12 +221,12 @@ module tsr_top #(
     .row_o(arr_row)
   );
 
-  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax)) u_seq (
+  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_seq (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
     .start_i(start), .cfg_i(cfg),
     .a_full_i(a_full), .b_full_i(b_full), .c_full_i(c_full),
     .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
-    .a_rd_slot_o(a_rd_slot), .a_rd_k_o(a_rd_k), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
+    .a_rd_addr_o(a_rd_addr), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
     .row_valid_o(row_valid), .row_first_o(row_first), .row_last_o(row_last),
     .row_sel_o(row_sel), .row_i(arr_row),
     .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),

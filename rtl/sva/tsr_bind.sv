@@ -5,7 +5,8 @@ bind tsr_fifo tsr_fifo_sva u_sva (
 );
 
 bind tsr_seq tsr_seq_sva #(.Credits(Credits)) u_sva (
-  .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_rows))
+  .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_rows)),
+  .a_reread(!a_wait && cfg_i.m > 16'(Rows))
 );
 
 bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (

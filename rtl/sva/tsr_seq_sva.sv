@@ -1,6 +1,7 @@
 // Invariants of tsr_seq (simulation only, see tsr_bind.sv): the sequencer's credits count the free
 // rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
-// for all its rows.
+// for all its rows. Cover point: a resident A of several row blocks read again in a later column
+// block, without being loaded again.
 module tsr_seq_sva #(
   parameter int unsigned Credits = 32,
   localparam int unsigned CW = $clog2(Credits) + 1
@@ -9,8 +10,11 @@ module tsr_seq_sva #(
   input logic          rst_ni,
   input logic [CW-1:0] credits_q,
   input logic          start_tile,
-  input logic [CW-1:0] tile_rows
+  input logic [CW-1:0] tile_rows,
+  input logic          a_reread   // the tile reads a resident A's row blocks left by earlier tiles
 );
+  cov_a_resident_blocks: cover property (@(posedge clk_i) start_tile && a_reread);
+
   // Sampled at the clock edge outside reset (rst_ni is asynchronous, as in the design).
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (rst_ni) begin

@@ -1,6 +1,7 @@
 // The timing model's own laws: skipping quiet cycles is exact, bytes are the engine's, a NOP costs
 // its fetch, and no GEMM beats the array. Agreement with the RTL is checked by the cosim test
 // model_vs_rtl_cycles (tests/cosim/model_vs_rtl.py).
+#include <bit>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -57,14 +58,17 @@ TEST_CASE("timing model: bytes read and written are the engine's", "[unit][timin
   for (const auto& preset : spec::kPresets) {
     const auto cfg = EngineConfig::from_preset(preset);
     const uint64_t R = cfg.rows, C = cfg.cols, beat = cfg.axi_bytes, seg4 = std::max<uint64_t>(1, C * 4 / beat);
-    for (const auto& [m, n, k] : {std::array<uint32_t, 3>{1, 1, 1}, {17, 33, 5}, {70, 90, 200}}) {
+    for (const auto& [m, n, k] : {std::array<uint32_t, 3>{1, 1, 1}, {17, 33, 5}, {70, 90, 200}, {100, 40, 3000}}) {
       for (const bool q : {false, true}) {
         const Descriptor d = gemm(m, n, k, q, q, q);
         const TimingEstimate t = estimate(d, cfg, MemoryModelConfig{});
         const uint64_t mb = ceil_div(m, R), nb = ceil_div(n, C);
         // The descriptor; per column block K rows of B and the tables; per tile its A rows and
-        // C_in rows, except that one row block without C_in is loaded once. Every read is whole beats.
-        const uint64_t a_loads = (!q && m <= R) ? 1 : nb;
+        // C_in rows, except that A without C_in is loaded once where its row blocks fit in an A bank
+        // (2 k_max bytes) at a pitch of ceil(K / beat) beats rounded up to a power of two. Every read
+        // is whole beats.
+        const uint64_t bank_beats = 2 * cfg.k_max / beat, pitch = std::bit_ceil(ceil_div(k, beat));
+        const uint64_t a_loads = (!q && mb * pitch <= bank_beats) ? 1 : nb;
         const uint64_t beats = spec::kDescBytes / beat + nb * (k + (q ? 2 * seg4 + 1 : 0)) +
                                a_loads * m * (ceil_div(k, beat) + (q ? seg4 : 0));
         INFO(preset.name << " " << m << "x" << n << "x" << k << (q ? " int8+bias+acc" : ""));

@@ -43,6 +43,15 @@ using spec::kEpilogueLatency, spec::kInfoDepth, spec::kMaxBurstBeats, spec::kMax
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// tsr_int_pkg::resident_a: no C_in, and ceil(M / R) row blocks fit in an A bank (2 k_max bytes) at
+// a pitch of the row's beats rounded up to a power of two.
+bool resident_a(const Descriptor& d, const EngineConfig& cfg) {
+  const uint64_t bank_beats = 2 * uint64_t{cfg.k_max} / cfg.axi_bytes;
+  const uint64_t row_beats = ceil_div(d.k, cfg.axi_bytes);
+  return !d.has(spec::desc::FLAG_ACCUMULATE) &&
+         ceil_div(d.m, cfg.rows) <= bank_beats >> std::bit_width(row_beats - 1);
+}
+
 // A small FIFO of trivially copyable values; capacity a power of two, overflow is a model bug.
 template <class T, uint32_t N>
 class Ring {
@@ -153,7 +162,7 @@ class EngineSim {
         row_beats_(static_cast<uint32_t>(ceil_div(d.k, cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
-        a_resident_(!acc_ && d.m <= cfg.rows),
+        a_resident_(resident_a(d, cfg)),
         fold_(d.has(spec::desc::FLAG_FOLD)),
         blk_(fold_ ? 2 * cfg.cols : cfg.cols),
         bias_(d.has(spec::desc::FLAG_BIAS)),
@@ -179,6 +188,8 @@ class EngineSim {
   // The rows the next tile hands the store unit: with FOLD, the lower band's too if it has columns.
   uint32_t cur_rows() const { return fold_ && sq_cols_left_ > cols_ ? 2 * cur_vr() : cur_vr(); }
   bool tiles_left() const { return sq_running_ && sq_cols_left_ != 0; }
+  // Whether the next tile waits for its A slot and releases it: all but a resident A's later column blocks.
+  bool a_waits() const { return !a_resident_ || sq_cols_blk_ == 0; }
   bool can_start_tile(uint64_t t) const;
   // The cycle from which the next burst may start: the one after burst n - read_limit_'s last beat.
   uint64_t read_slot_at() const { return rd_last_[(rd_bursts_ - read_limit_) & kReadRing] + 1; }
@@ -215,7 +226,8 @@ class EngineSim {
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
   const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
   const bool acc_;
-  // One row block and no C_in: A is loaded once into slot 0 and kept until the last tile.
+  // Resident A (no C_in, and every row block fits in the A banks): the first column block's tiles
+  // load A as usual, each row block at its own place, and the later ones read it again.
   const bool a_resident_;
   // FOLD: a tile is one row block against blk_ = 2C columns, the lower band of rows taking the second C.
   const bool fold_;
@@ -318,8 +330,8 @@ void EngineSim::la_granted() {
   if (row_last && la_ == La::kRows && acc_) {
     la_ = La::kCin;
     la_i_ = 0;
-  } else if (row_last && a_resident_) {
-    la_ = La::kIdle;
+  } else if (row_last && a_resident_ && la_rows_left_ <= rows_) {
+    la_ = La::kIdle;  // the whole of A is in
   } else if (row_last) {
     la_ = La::kWait;
     la_tile_ ^= 1;
@@ -355,7 +367,7 @@ void EngineSim::start_gemm() {
 
 bool EngineSim::can_start_tile(uint64_t t) const {
   const uint8_t bslot = sq_cols_blk_ & 1;
-  return tiles_left() && t >= sq_next_start_ && ((a_full_ >> sq_tile_) & 1) && ((b_full_ >> bslot) & 1) &&
+  return tiles_left() && t >= sq_next_start_ && (((a_full_ >> sq_tile_) & 1) || !a_waits()) && ((b_full_ >> bslot) & 1) &&
          (!acc_ || ((c_full_ >> sq_tile_) & 1)) && sq_credits_ >= cur_rows() && sq_info_ < kInfoDepth;
 }
 
@@ -485,7 +497,7 @@ void EngineSim::start_tile(uint64_t t) {
   const uint64_t out_bytes = int8_ ? 1 : 4;
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
   const uint64_t readout = T + cols_ + 3, out = readout + 1 + kEpilogueLatency;
-  if (!a_resident_ || final_tile) ev_arel_.push({T + rows_, sq_tile_});
+  if (a_waits()) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
   for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, std::min(vc, cols_) * out_bytes);
@@ -498,7 +510,7 @@ void EngineSim::start_tile(uint64_t t) {
   sq_next_start_ = t + gap_;
   sq_credits_ -= stored;
   ++sq_info_;
-  if (!a_resident_) sq_tile_ ^= 1;
+  sq_tile_ ^= 1;
   if (nblast) {
     sq_rows_left_ = d_.m;
     sq_cols_left_ = sq_cols_left_ > blk_ ? sq_cols_left_ - blk_ : 0;
