@@ -92,7 +92,7 @@ module tsr_store #(
   logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d, first_q, first_d, end_q, end_d;
   logic [BeatW:0]        row_first_end, burst_beats;
   logic [PageW:0]        page_beats;
-  logic aw_fire, w_fire, out_full, out_empty;
+  logic aw_fire, w_fire, out_full, out_empty, row_done;
   logic [AddrWidth-1:0] out_addr, row_addr;
   logic [$clog2(MaxWrites):0] out_count;
   logic err_q, err_d;
@@ -103,7 +103,10 @@ module tsr_store #(
   assign page_beats    = ((PageW+1)'(tsr_pkg::PAGE_BYTES) - {1'b0, row_addr[PageW-1:0]}) >> BeatShift;
   assign row_first_end = (page_beats < (PageW+1)'(nbeats)) ? (BeatW+1)'(page_beats) : nbeats;
 
-  assign take        = !busy_q && !fifo_empty && !abort_i;
+  // The next row is taken in the cycle the current one's last beat goes, so rows follow each other
+  // without an idle cycle in between.
+  assign row_done    = busy_q && (aw_done_q || aw_fire) && beat_q + (BeatW+1)'(w_fire) == beats_q;
+  assign take        = (!busy_q || row_done) && !fifo_empty && !abort_i;
   assign m_awvalid_o = busy_q && !aw_done_q && !out_full;
   assign m_awaddr_o  = addr_q;
   assign burst_beats = end_q - first_q;

@@ -456,8 +456,8 @@ void EngineSim::take_credits(uint64_t t) {
 // next edge, is taken once the unit is free, and is written as one burst, or two where it crosses
 // a 4 KB page. A burst's address goes the cycle after the take (or after the first burst's data)
 // once fewer than write_limit_ bursts await their response; its data beats follow from the next
-// cycle; the unit is free the cycle after the row's last beat; the response is valid `latency`
-// cycles after the edge that takes the last beat, and is taken at once.
+// cycle; the unit takes its next row in the cycle of the row's last beat; the response is valid
+// `latency` cycles after the edge that takes the last beat, and is taken at once.
 void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
   const uint64_t take = std::max(out + 1, st_free_);
   takes_.push(take);
@@ -478,8 +478,8 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
     ++st_bursts_;
     ready = last + 1;
   }
-  st_free_ = last + 1;
-  st_idle_ = std::max(st_free_, st_bvalid_[(st_bursts_ - 1) % kMaxWrites] + 1);
+  st_free_ = last;
+  st_idle_ = std::max(last + 1, st_bvalid_[(st_bursts_ - 1) % kMaxWrites] + 1);
 }
 
 // A tile's first operand token leaves in cycle t, its last (k = K-1) in T = t + K - 1. Stage s of
