@@ -47,7 +47,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // a pitch of the row's beats rounded up to a power of two.
 bool resident_a(const Descriptor& d, const EngineConfig& cfg) {
   const uint64_t bank_beats = 2 * uint64_t{cfg.k_max} / cfg.axi_bytes;
-  const uint64_t row_beats = ceil_div(d.k, cfg.axi_bytes);
+  const uint64_t row_beats = std::max<uint64_t>(1, ceil_div(d.k, cfg.axi_bytes));  // a NOP has K = 0
   return !d.has(spec::desc::FLAG_ACCUMULATE) &&
          ceil_div(d.m, cfg.rows) <= bank_beats >> std::bit_width(row_beats - 1);
 }
