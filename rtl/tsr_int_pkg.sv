@@ -15,6 +15,11 @@ package tsr_int_pkg;
     fold_ok = rows % 2 == 0 && 2 * cols * 8 <= axi_data_bits;
   endfunction
 
+  // Beats of one A row of k bytes: ceil(k / beat_bytes).
+  function automatic logic [15:0] beats_of(logic [15:0] k, int unsigned beat_bytes);
+    beats_of = (k + 16'(beat_bytes - 1)) >> $clog2(beat_bytes);
+  endfunction
+
   // Resident A: a GEMM without C_in (which comes per tile with its A rows) whose row blocks all fit
   // in an A bank (bank_beats beats: both slots), each at a pitch of its row's beats, loads A in its
   // first column block and keeps it for the others. The fit is checked with the row's beats rounded

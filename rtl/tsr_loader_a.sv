@@ -34,7 +34,6 @@ module tsr_loader_a #(
   output logic                  req_last_o   // the slot is complete with this request
 );
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
-  localparam int unsigned BeatShift = $clog2(BeatBytes);
   localparam int unsigned RowShift = $clog2(Rows);
   localparam int unsigned Seg4Beats = (Cols * 4 <= BeatBytes) ? 1 : (Cols * 4) / BeatBytes;
   localparam int unsigned BankBeats = 2 * KMax / BeatBytes;  // an A bank: both slots
@@ -56,7 +55,7 @@ module tsr_loader_a #(
 
   assign k           = cfg_i.k[KW:0];
   // ceil(K / beat bytes)
-  assign a_row_beats = BeatsWidth'(k[KW:BeatShift]) + BeatsWidth'(k[BeatShift-1:0] != '0);
+  assign a_row_beats = BeatsWidth'(tsr_int_pkg::beats_of(16'(k), BeatBytes));
   assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
   assign row_last    = i_q == vr - 1'b1;
   assign tile_last_m = rows_left_q <= 16'(Rows);

@@ -128,7 +128,7 @@ module tsr_seq #(
   // Resident A (tsr_loader_a loads it in the first column block, each row block at its own place):
   // the first column block's tiles wait for and release their slots as usual, the later ones read
   // their row block's A rows where they were left.
-  assign a_row_beats = 16'(k[KW:BeatShift]) + 16'(k[BeatShift-1:0] != '0);
+  assign a_row_beats = tsr_int_pkg::beats_of(16'(k), BeatBytes);
   assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
   assign a_base      = a_resident ? a_blk_q : {tile_q, KW'(0)};
   assign a_wait      = !a_resident || cols_blk_q == '0;

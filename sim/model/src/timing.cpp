@@ -45,11 +45,9 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // tsr_int_pkg::resident_a: no C_in, and ceil(M / R) row blocks fit in an A bank (2 k_max bytes) at
 // a pitch of the row's beats rounded up to a power of two.
-bool resident_a(const Descriptor& d, const EngineConfig& cfg) {
+bool resident_a(bool accumulate, uint64_t m, uint64_t row_beats, const EngineConfig& cfg) {
   const uint64_t bank_beats = 2 * uint64_t{cfg.k_max} / cfg.axi_bytes;
-  const uint64_t row_beats = std::max<uint64_t>(1, ceil_div(d.k, cfg.axi_bytes));  // a NOP has K = 0
-  return !d.has(spec::desc::FLAG_ACCUMULATE) &&
-         ceil_div(d.m, cfg.rows) <= bank_beats >> std::bit_width(row_beats - 1);
+  return !accumulate && ceil_div(m, cfg.rows) <= bank_beats >> std::bit_width(std::max<uint64_t>(row_beats, 1) - 1);
 }
 
 // A small FIFO of trivially copyable values; capacity a power of two, overflow is a model bug.
@@ -162,7 +160,7 @@ class EngineSim {
         row_beats_(static_cast<uint32_t>(ceil_div(d.k, cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
-        a_resident_(resident_a(d, cfg)),
+        a_resident_(resident_a(acc_, d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
         fold_(d.has(spec::desc::FLAG_FOLD)),
         blk_(fold_ ? 2 * cfg.cols : cfg.cols),
         bias_(d.has(spec::desc::FLAG_BIAS)),
