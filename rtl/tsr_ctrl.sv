@@ -58,7 +58,10 @@ module tsr_ctrl #(
   input  logic [AddrWidth-1:0]   param_err_addr_i,
   input  logic                   stall_i,
   input  logic                   rd_beat_i,
-  input  logic [$clog2(AxiDataWidth/8):0] wr_bytes_i
+  input  logic [$clog2(AxiDataWidth/8):0] wr_bytes_i,
+  input  logic                   step_i,
+  input  logic                   tile_i,
+  input  logic [15:0]            spad_rd_bytes_i
 );
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
   localparam int unsigned DescBeats = tsr_pkg::DESC_BYTES / BeatBytes;
@@ -246,6 +249,11 @@ module tsr_ctrl #(
           ((state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) ? 64'(macs_q) : 64'd0);
       cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (rd_beat_i ? 64'(BeatBytes) : 64'd0);
       cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(wr_bytes_i);
+      cnt_q[tsr_pkg::CNT_STEPS]    <= cnt_q[tsr_pkg::CNT_STEPS] + 64'(step_i);
+      cnt_q[tsr_pkg::CNT_TILES]    <= cnt_q[tsr_pkg::CNT_TILES] + 64'(tile_i);
+      cnt_q[tsr_pkg::CNT_DESCS]    <= cnt_q[tsr_pkg::CNT_DESCS] +
+          64'(state_q == CWaitDesc && desc_beat_valid_i && desc_beat_last_i);
+      cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] <= cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] + 64'(spad_rd_bytes_i);
     end
   end
   for (genvar i = 0; i < tsr_pkg::NUM_COUNTERS; i++) begin : g_cnt

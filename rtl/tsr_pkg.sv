@@ -30,7 +30,11 @@ package tsr_pkg;
   localparam int unsigned CNT_MACS = 2;  // useful multiply-accumulates (M x N x K per GEMM)
   localparam int unsigned CNT_RD_BYTES = 3;  // bytes read over AXI (whole beats)
   localparam int unsigned CNT_WR_BYTES = 4;  // bytes written over AXI (strobed bytes)
-  localparam int unsigned NUM_COUNTERS = 5;
+  localparam int unsigned CNT_STEPS = 5;  // array steps: cycles in which the array took one k of a tile, each R x C multiply-accumulates
+  localparam int unsigned CNT_TILES = 6;  // tiles: each reads its R rows of sums out through the epilogue
+  localparam int unsigned CNT_DESCS = 7;  // descriptors fetched; scratchpad writes are RD_BYTES less their bytes
+  localparam int unsigned CNT_SPAD_RD_BYTES = 8;  // scratchpad bytes read: A and B operands per step, C_in and the epilogue tables per row
+  localparam int unsigned NUM_COUNTERS = 9;
 
   // Opcodes
   localparam logic [7:0] OP_GEMM = 8'd1;  // C = requant(C_in + bias + A x B) as DESIGN.md's numerics say
@@ -194,6 +198,14 @@ package tsr_pkg;
   localparam logic [11:0] CSR_CNT_RD_BYTES_HI = 12'h09c;
   localparam logic [11:0] CSR_CNT_WR_BYTES_LO = 12'h0a0;
   localparam logic [11:0] CSR_CNT_WR_BYTES_HI = 12'h0a4;
+  localparam logic [11:0] CSR_CNT_STEPS_LO = 12'h0a8;
+  localparam logic [11:0] CSR_CNT_STEPS_HI = 12'h0ac;
+  localparam logic [11:0] CSR_CNT_TILES_LO = 12'h0b0;
+  localparam logic [11:0] CSR_CNT_TILES_HI = 12'h0b4;
+  localparam logic [11:0] CSR_CNT_DESCS_LO = 12'h0b8;
+  localparam logic [11:0] CSR_CNT_DESCS_HI = 12'h0bc;
+  localparam logic [11:0] CSR_CNT_SPAD_RD_BYTES_LO = 12'h0c0;
+  localparam logic [11:0] CSR_CNT_SPAD_RD_BYTES_HI = 12'h0c4;
 
   // CSR fields
   localparam int unsigned VERSION_MINOR_LSB = 0;

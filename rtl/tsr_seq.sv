@@ -63,7 +63,11 @@ module tsr_seq #(
   output logic [ColW:0]           out_cols_o,
   input  logic                    out_pop_i,   // the store unit freed one row of its FIFO
   output logic                    stall_o,
-  output logic                    done_o
+  output logic                    done_o,
+  // counted actions (tsr_ctrl's counters)
+  output logic                    step_o,           // the array takes one k of a tile
+  output logic                    tile_o,           // a tile starts
+  output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read this cycle
 );
   localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
@@ -368,6 +372,18 @@ module tsr_seq #(
   assign out_data_o  = x_data;
   assign out_addr_o  = x_addr;
   assign out_cols_o  = x_cols;
+
+  // Every step reads a byte from each A bank and a byte per column from the B banks (two with
+  // FOLD); every row through the epilogue reads its C_in row and the tables it uses.
+  localparam int unsigned StepBytes = Rows + Cols;
+  logic [15:0] step_bytes, row_bytes;
+  assign step_bytes = emit ? 16'(StepBytes) + (fold ? 16'(Cols) : 16'd0) : '0;
+  assign row_bytes  = !e_valid_q ? '0 :
+                      (cfg_i.accumulate ? 16'(Cols * 4) : 16'd0) + (cfg_i.bias ? 16'(Cols * 4) : 16'd0) +
+                      (int8 ? 16'(Cols * 5) : 16'd0);
+  assign step_o          = emit;
+  assign tile_o          = start_tile;
+  assign spad_rd_bytes_o = step_bytes + row_bytes;
 
   logic done_q, done_d;
   always_comb begin

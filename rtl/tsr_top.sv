@@ -114,7 +114,8 @@ module tsr_top #(
   logic cin_rd_slot, p_slot;
   logic [RowW-1:0] cin_rd_row;
   logic [Cols*32-1:0] cin_data, bias, mult;
-  logic perr, stall, gemm_done;
+  logic perr, stall, gemm_done, step, tile;
+  logic [15:0] spad_rd_bytes;
   logic [AddrWidth-1:0] perr_addr;
 
   // store
@@ -171,7 +172,8 @@ module tsr_top #(
     .rd_idle_i(rd_idle),
     .rd_err_i(rd_err), .rd_err_addr_i(rd_err_addr), .wr_err_i(wr_err), .wr_err_addr_i(wr_err_addr),
     .param_err_i(perr), .param_err_addr_i(perr_addr),
-    .stall_i(stall), .rd_beat_i(rsp_valid), .wr_bytes_i(wr_bytes)
+    .stall_i(stall), .rd_beat_i(rsp_valid), .wr_bytes_i(wr_bytes),
+    .step_i(step), .tile_i(tile), .spad_rd_bytes_i(spad_rd_bytes)
   );
 
   tsr_loader #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_loader (
@@ -232,7 +234,8 @@ module tsr_top #(
     .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),
     .p_slot_o(p_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
     .out_valid_o(out_valid), .out_data_o(out_data), .out_addr_o(out_addr), .out_cols_o(out_cols),
-    .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done)
+    .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done),
+    .step_o(step), .tile_o(tile), .spad_rd_bytes_o(spad_rd_bytes)
   );
 
   tsr_store #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)) u_store (

@@ -65,8 +65,16 @@ EngineConfig Properties::engine() const {
 }
 
 Counters Counters::operator-(const Counters& o) const {
-  return {busy_cycles - o.busy_cycles, stall_cycles - o.stall_cycles, macs - o.macs,
-          read_bytes - o.read_bytes,   write_bytes - o.write_bytes,   completed - o.completed};
+  return {.busy_cycles = busy_cycles - o.busy_cycles,
+          .stall_cycles = stall_cycles - o.stall_cycles,
+          .macs = macs - o.macs,
+          .read_bytes = read_bytes - o.read_bytes,
+          .write_bytes = write_bytes - o.write_bytes,
+          .steps = steps - o.steps,
+          .tiles = tiles - o.tiles,
+          .descs = descs - o.descs,
+          .spad_read_bytes = spad_read_bytes - o.spad_read_bytes,
+          .completed = completed - o.completed};
 }
 
 Buffer::Buffer(Buffer&& o) noexcept : heap_(std::move(o.heap_)), addr_(o.addr_), size_(o.size_) {}
@@ -344,6 +352,10 @@ Counters Device::counters() {
   c.macs = read64(csr::CNT_MACS_LO);
   c.read_bytes = read64(csr::CNT_RD_BYTES_LO);
   c.write_bytes = read64(csr::CNT_WR_BYTES_LO);
+  c.steps = read64(csr::CNT_STEPS_LO);
+  c.tiles = read64(csr::CNT_TILES_LO);
+  c.descs = read64(csr::CNT_DESCS_LO);
+  c.spad_read_bytes = read64(csr::CNT_SPAD_RD_BYTES_LO);
   c.completed = backend_->csr_read(csr::COMPLETED);
   return c;
 }

@@ -91,6 +91,7 @@ Fault Mirror::run(const std::vector<Descriptor>& descs) {
     if (want) break;
   }
   Fault got;
+  const driver::Counters before = dev_.counters();
   try {
     dev_.wait(dev_.submit(descs, driver::BoundsCheck::kOff));  // bad descriptors are the point of some cases
   } catch (const driver::EngineFault& e) {
@@ -136,7 +137,23 @@ Fault Mirror::run(const std::vector<Descriptor>& descs) {
     INFO("scoreboard: " << sb->detail);
     CHECK(sb->ok);
   }
+  check_counted_actions(descs, dev_.counters() - before);
   return {};
+}
+
+void Mirror::check_counted_actions(const std::vector<Descriptor>& descs, const driver::Counters& got) const {
+  // The closed form and the timing model's simulation, summed over the descriptors; neither depends
+  // on the memory model.
+  ActionCounts closed, timing;
+  for (const auto& d : descs) {
+    closed += count_actions(d, cfg_);
+    timing += estimate(d, cfg_, MemoryModelConfig{}).actions;
+  }
+  const ActionCounts device{got.steps, got.tiles, got.descs, got.spad_read_bytes};
+  INFO("device " << dev_.properties().spec << ": counted actions " << describe(device) << "; golden model "
+                 << describe(closed) << "; timing model " << describe(timing));
+  CHECK(device == closed);
+  CHECK(timing == closed);
 }
 
 Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k) {

@@ -11,6 +11,7 @@
 
 #include "tessera/driver/device.hpp"
 #include "tessera/model/golden.hpp"
+#include "tessera/model/timing.hpp"
 
 namespace tessera::test {
 
@@ -40,6 +41,10 @@ class Mirror {
   Fault run(const std::vector<Descriptor>& descs);
 
  private:
+  // The action counters the engine counted for `descs` against the golden model's closed form and
+  // the timing model.
+  void check_counted_actions(const std::vector<Descriptor>& descs, const driver::Counters& got) const;
+
   driver::Device dev_;
   EngineConfig cfg_;
   Memory host_;

@@ -51,7 +51,34 @@ TEST_CASE("timing model: skipping quiet cycles gives the cycle-by-cycle result",
     CHECK(fast.stall_cycles == slow.stall_cycles);
     CHECK(fast.read_bytes == slow.read_bytes);
     CHECK(fast.write_bytes == slow.write_bytes);
+    // The simulation's tiles are the tile schedule's closed form.
+    CHECK(fast.actions == slow.actions);
+    CHECK(fast.actions == count_actions(d, cfg));
   }
+}
+
+TEST_CASE("counted actions: worked cases on the default preset", "[unit][timing]") {
+  const auto cfg = EngineConfig::from_preset(EngineConfig::preset("default"));  // 16 x 16
+  // 37x45x70, INT8 with BIAS: 3 row blocks x 3 column blocks, 70 steps each; a step reads 16 A
+  // and 16 B bytes, a row read out its bias (64 B), multipliers (64 B) and shifts (16 B).
+  ActionCounts a = count_actions(gemm(37, 45, 70, true, true), cfg);
+  CHECK(a.tiles == 9);
+  CHECK(a.steps == 630);
+  CHECK(a.descs == 1);
+  CHECK(a.spad_read_bytes == 630 * 32 + 9 * 16 * 144);
+  // ACCUMULATE, int32: a row read out its C_in row (64 B).
+  a = count_actions(gemm(16, 16, 5, false, false, true), cfg);
+  CHECK(a.spad_read_bytes == 5 * 32 + 16 * 64);
+  // FOLD, 8x40x100: one row block against 32-column blocks, two of them; a step reads 16 A bytes and
+  // 32 B bytes.
+  a = count_actions(gemm(8, 40, 100, false, false, false, true), cfg);
+  CHECK(a.tiles == 2);
+  CHECK(a.steps == 200);
+  CHECK(a.spad_read_bytes == 200 * 48);
+  // A NOP is its fetch.
+  Descriptor nop;
+  nop.opcode = static_cast<uint8_t>(spec::Opcode::kNop);
+  CHECK(count_actions(nop, cfg) == ActionCounts{.descs = 1});
 }
 
 TEST_CASE("timing model: bytes read and written are the engine's", "[unit][timing]") {

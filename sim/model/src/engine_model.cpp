@@ -132,6 +132,10 @@ void EngineModel::run_queue() {
     if (static_cast<spec::Opcode>(d.opcode) == spec::Opcode::kGemm) counter(spec::Counter::kMacs) += uint64_t{d.m} * d.n * d.k;
     counter(spec::Counter::kRdBytes) += t.read_bytes;
     counter(spec::Counter::kWrBytes) += t.write_bytes;
+    counter(spec::Counter::kSteps) += t.actions.steps;
+    counter(spec::Counter::kTiles) += t.actions.tiles;
+    counter(spec::Counter::kDescs) += t.actions.descs;
+    counter(spec::Counter::kSpadRdBytes) += t.actions.spad_read_bytes;
     head_ = (head_ + 1) & (ring_size_ - 1);
     ++completed_;
     last_tag_ = d.tag;

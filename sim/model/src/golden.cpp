@@ -118,4 +118,26 @@ Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const Engine
   return {};
 }
 
+std::string describe(const ActionCounts& a) {
+  return fmt::format("steps {} tiles {} descs {} spad_read_bytes {}", a.steps, a.tiles, a.descs, a.spad_read_bytes);
+}
+
+ActionCounts count_actions(const Descriptor& d, const EngineConfig& cfg) {
+  if (static_cast<spec::Opcode>(d.opcode) != spec::Opcode::kGemm) return actions_of_tiles(0, d, cfg);
+  const uint64_t r = cfg.rows, block_cols = d.has(spec::desc::FLAG_FOLD) ? 2 * cfg.cols : cfg.cols;
+  return actions_of_tiles((d.m + r - 1) / r * ((d.n + block_cols - 1) / block_cols), d, cfg);
+}
+
+ActionCounts actions_of_tiles(uint64_t tiles, const Descriptor& d, const EngineConfig& cfg) {
+  const uint64_t r = cfg.rows, c = cfg.cols, block_cols = d.has(spec::desc::FLAG_FOLD) ? 2 * c : c;
+  const uint64_t row_bytes = (d.has(spec::desc::FLAG_ACCUMULATE) ? 4 * c : 0) +
+                             (d.has(spec::desc::FLAG_BIAS) ? 4 * c : 0) + (d.int8_out() ? 5 * c : 0);
+  ActionCounts a;
+  a.descs = 1;
+  a.tiles = tiles;
+  a.steps = tiles * d.k;
+  a.spad_read_bytes = a.steps * (r + block_cols) + tiles * r * row_bytes;
+  return a;
+}
+
 }  // namespace tessera

@@ -149,6 +149,7 @@ class EngineSim {
  public:
   EngineSim(const Descriptor& d, const EngineConfig& cfg, const MemoryModelConfig& mem, bool skip)
       : d_(d),
+        cfg_(cfg),
         rows_(cfg.rows),
         cols_(cfg.cols),
         k_(d.k),
@@ -220,6 +221,7 @@ class EngineSim {
 
   // configuration
   const Descriptor& d_;
+  const EngineConfig& cfg_;
   const uint64_t rows_, cols_, k_, beat_, lat_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
   const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
@@ -235,7 +237,7 @@ class EngineSim {
   const uint32_t beat_shift_;
 
   uint64_t now_ = 0;
-  uint64_t stall_ = 0, read_beats_ = 0, write_bytes_ = 0;
+  uint64_t stall_ = 0, read_beats_ = 0, write_bytes_ = 0, tiles_ = 0;
 
   Ctrl ctrl_ = Ctrl::kFetch;
 
@@ -507,6 +509,7 @@ void EngineSim::start_tile(uint64_t t) {
 
   sq_next_start_ = t + gap_;
   sq_credits_ -= stored;
+  ++tiles_;
   ++sq_info_;
   sq_tile_ ^= 1;
   if (nblast) {
@@ -772,6 +775,7 @@ TimingEstimate EngineSim::run() {
   e.stall_cycles = stall_;
   e.read_bytes = read_beats_ * beat_;
   e.write_bytes = write_bytes_;
+  e.actions = actions_of_tiles(tiles_, d_, cfg_);
   return e;
 }
 

@@ -106,6 +106,8 @@ struct Properties {
 
 struct Counters {
   uint64_t busy_cycles = 0, stall_cycles = 0, macs = 0, read_bytes = 0, write_bytes = 0;
+  // Counted actions, for the energy model.
+  uint64_t steps = 0, tiles = 0, descs = 0, spad_read_bytes = 0;
   uint32_t completed = 0;
   Counters operator-(const Counters& o) const;
 };

@@ -33,4 +33,22 @@ Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg)
 Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg,
               const FaultConfig& stuck = {});
 
+// What the engine's datapath does for a valid descriptor (its STEPS, TILES, DESCS and
+// SPAD_RD_BYTES counters), in closed form from the tile schedule (docs/ENGINE.md, "Counted
+// actions"): row blocks of R (one with FOLD) times column blocks of C (2C with FOLD), K steps a
+// tile, every step reading R A bytes and C B bytes (2C with FOLD), every tile reading its R rows
+// out through the epilogue with their C_in row and the tables the output mode uses.
+struct ActionCounts {
+  uint64_t steps = 0, tiles = 0, descs = 0, spad_read_bytes = 0;
+  bool operator==(const ActionCounts&) const = default;
+  ActionCounts& operator+=(const ActionCounts& o) {
+    steps += o.steps, tiles += o.tiles, descs += o.descs, spad_read_bytes += o.spad_read_bytes;
+    return *this;
+  }
+};
+std::string describe(const ActionCounts& a);
+ActionCounts count_actions(const Descriptor& d, const EngineConfig& cfg);
+// The same for a given number of tiles (the timing model counts them in its simulation).
+ActionCounts actions_of_tiles(uint64_t tiles, const Descriptor& d, const EngineConfig& cfg);
+
 }  // namespace tessera

@@ -34,8 +34,12 @@ enum class Counter : uint8_t {
   kMacs = 2,  // useful multiply-accumulates (M x N x K per GEMM)
   kRdBytes = 3,  // bytes read over AXI (whole beats)
   kWrBytes = 4,  // bytes written over AXI (strobed bytes)
+  kSteps = 5,  // array steps: cycles in which the array took one k of a tile, each R x C multiply-accumulates
+  kTiles = 6,  // tiles: each reads its R rows of sums out through the epilogue
+  kDescs = 7,  // descriptors fetched; scratchpad writes are RD_BYTES less their bytes
+  kSpadRdBytes = 8,  // scratchpad bytes read: A and B operands per step, C_in and the epilogue tables per row
 };
-inline constexpr uint32_t kNumCounters = 5;
+inline constexpr uint32_t kNumCounters = 9;
 
 enum class Opcode : uint8_t {
   kGemm = 1,  // C = requant(C_in + bias + A x B) as DESIGN.md's numerics say
@@ -174,6 +178,14 @@ inline constexpr uint32_t CNT_RD_BYTES_LO = 0x098;
 inline constexpr uint32_t CNT_RD_BYTES_HI = 0x09c;
 inline constexpr uint32_t CNT_WR_BYTES_LO = 0x0a0;
 inline constexpr uint32_t CNT_WR_BYTES_HI = 0x0a4;
+inline constexpr uint32_t CNT_STEPS_LO = 0x0a8;
+inline constexpr uint32_t CNT_STEPS_HI = 0x0ac;
+inline constexpr uint32_t CNT_TILES_LO = 0x0b0;
+inline constexpr uint32_t CNT_TILES_HI = 0x0b4;
+inline constexpr uint32_t CNT_DESCS_LO = 0x0b8;
+inline constexpr uint32_t CNT_DESCS_HI = 0x0bc;
+inline constexpr uint32_t CNT_SPAD_RD_BYTES_LO = 0x0c0;
+inline constexpr uint32_t CNT_SPAD_RD_BYTES_HI = 0x0c4;
 inline constexpr uint32_t VERSION_MINOR_LSB = 0;
 inline constexpr uint32_t VERSION_MINOR_MASK = 0xffffu;
 inline constexpr uint32_t VERSION_MAJOR_LSB = 16;
@@ -223,7 +235,7 @@ struct Register {
   uint32_t mask;     // bits that exist: its fields, or all 32 without fields
   uint32_t wo_mask;  // fields that are write-only in a register of another access (read 0)
 };
-inline constexpr std::array<Register, 31> kRegisters{{
+inline constexpr std::array<Register, 39> kRegisters{{
     {"ID", 0x000, Access::kRo, 0xffffffffu, 0x00000000u},
     {"VERSION", 0x004, Access::kRo, 0xffffffffu, 0x00000000u},
     {"CFG_ARRAY", 0x008, Access::kRo, 0x001fffffu, 0x00000000u},
@@ -255,6 +267,14 @@ inline constexpr std::array<Register, 31> kRegisters{{
     {"CNT_RD_BYTES_HI", 0x09c, Access::kRo, 0xffffffffu, 0x00000000u},
     {"CNT_WR_BYTES_LO", 0x0a0, Access::kRo, 0xffffffffu, 0x00000000u},
     {"CNT_WR_BYTES_HI", 0x0a4, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_STEPS_LO", 0x0a8, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_STEPS_HI", 0x0ac, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_TILES_LO", 0x0b0, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_TILES_HI", 0x0b4, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_DESCS_LO", 0x0b8, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_DESCS_HI", 0x0bc, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_SPAD_RD_BYTES_LO", 0x0c0, Access::kRo, 0xffffffffu, 0x00000000u},
+    {"CNT_SPAD_RD_BYTES_HI", 0x0c4, Access::kRo, 0xffffffffu, 0x00000000u},
 }};
 }  // namespace csr
 

@@ -27,6 +27,7 @@ struct TimingEstimate {
   uint64_t stall_cycles = 0;  // busy cycles in which the array waited for memory
   uint64_t read_bytes = 0;    // whole beats, as the engine reads them
   uint64_t write_bytes = 0;   // strobed bytes
+  ActionCounts actions;        // the STEPS, TILES, DESCS and SPAD_RD_BYTES counters
 };
 
 // The timing model of the engine: a cycle-level simulation of its control path (docs/ENGINE.md,
