@@ -128,6 +128,7 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
   stats_.cycles += delta.busy_cycles;
   stats_.read_bytes += delta.read_bytes;
   stats_.write_bytes += delta.write_bytes;
+  stats_.activity += activity_of(delta, descs, dev_.properties().engine());
   if (projection_) {
     const Dataflow pdf = m <= spec::kDimMax ? choose_dataflow(with_m(m), *projection_, projection_dataflow_) : Dataflow{};
     for (const Descriptor& d : descriptors(pdf)) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;

@@ -24,6 +24,7 @@
 
 #include "cuda_error.hpp"
 #include "cuda_kernels.hpp"
+#include "tessera/backends/nvml_power.hpp"
 
 namespace tessera {
 
@@ -192,6 +193,11 @@ class CudaBackend final : public MatmulBackend {
           "MAX_WORKSPACE_BYTES");
     for (Event& e : events_) e = make<Event>([](cudaEvent_t* ev) { return cudaEventCreate(ev); }, "cudaEventCreate");
     scratch_[kWorkspace] = DeviceBuffer(kWorkspaceBytes);
+    // Its board power, where NVML has it: each op's energy is then measured (the report projects
+    // it from the board's maximum power otherwise).
+    char bus[32] = {};
+    std::string no_power;
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) power_ = NvmlPower::open(bus, no_power);
   }
   ~CudaBackend() override {
     // Nothing is left running after an op (one that failed waited for its work too); this is for
@@ -391,6 +397,8 @@ class CudaBackend final : public MatmulBackend {
       const auto synced = Clock::now();
       if (out_count) std::memcpy(dst, pin_out, out_count * 4);
       const auto done = Clock::now();
+      if (power_)
+        if (const auto watts = power_->watts()) stats_.measured_joules += *watts * seconds_between(start, done);
 
       const double up = seconds_between(start, staged_at) + elapsed(kUpStart, kUpEnd);
       const double work = elapsed(kUpEnd, kComputeEnd);
@@ -594,6 +602,7 @@ class CudaBackend final : public MatmulBackend {
   std::map<const LayerNormWeights*, std::array<DeviceBuffer, 2>> norms_;
   MatmulStats stats_;
   std::vector<Phase> phases_;
+  std::unique_ptr<NvmlPower> power_;
 };
 
 

@@ -13,12 +13,12 @@ namespace tessera {
 namespace {
 
 constexpr std::array kGpus = {
-    GpuPeaks{"h100", "NVIDIA H100 SXM5 (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 3.35 TB/s HBM3)", 67e12,
-             989.4e12, 1978.9e12, 3.35e12},
-    GpuPeaks{"h200", "NVIDIA H200 SXM (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 4.8 TB/s HBM3e)", 67e12,
-             989.4e12, 1978.9e12, 4.8e12},
-    GpuPeaks{"a100", "NVIDIA A100 SXM 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 2.04 TB/s HBM2e)",
-             19.5e12, 312e12, 624e12, 2.039e12},
+    GpuPeaks{"h100", "NVIDIA H100 SXM5 (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 3.35 TB/s HBM3, 700 W)", 67e12,
+             989.4e12, 1978.9e12, 3.35e12, 700},
+    GpuPeaks{"h200", "NVIDIA H200 SXM (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 4.8 TB/s HBM3e, 700 W)", 67e12,
+             989.4e12, 1978.9e12, 4.8e12, 700},
+    GpuPeaks{"a100", "NVIDIA A100 SXM 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 2.04 TB/s HBM2e, 400 W)",
+             19.5e12, 312e12, 624e12, 2.039e12, 400},
 };
 
 }  // namespace

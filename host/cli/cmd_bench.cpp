@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -47,6 +48,13 @@ struct Result {
   uint32_t batch = 0, tokens = 0;
   double seconds = 0, wall_seconds = 0;  // on the devices' clocks, and of the simulation or run
   double tokens_per_s() const { return seconds > 0 ? batch * tokens / seconds : 0; }
+  // Energy of the devices that have a figure (modelled or projected, as `energy` says).
+  std::string energy;
+  double joules = 0, clock_mhz = 0;
+  std::string clock;  // where clock_mhz comes from
+  uint64_t energy_macs = 0;
+  double j_per_token() const { return joules / (double(batch) * tokens); }
+  double tops_per_w() const { return joules > 0 ? 2.0 * double(energy_macs) / joules / 1e12 : 0; }
 };
 
 Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Config& cfg, bool prefill,
@@ -65,18 +73,24 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
   else
     for (uint32_t i = 0; i < tokens; ++i) p.step(some(1), 1, true);
   p.end();
-  Result r{ra.plan.str(), fmt::format("{}{}", prefill ? "pp" : "tg", tokens), "", batch, tokens};
+  Result r;
+  r.plan = ra.plan.str(), r.test = fmt::format("{}{}", prefill ? "pp" : "tg", tokens), r.batch = batch, r.tokens = tokens;
+  r.clock_mhz = ra.clock_mhz, r.clock = ra.clock_source;
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::vector<OpRecord> log = labelled_log(p, devs, from);
-  std::set<std::string> kinds;
+  std::set<std::string> kinds, energy_kinds;
   for (uint32_t s = 0; s < (prefill ? 1 : tokens); ++s) {
     std::vector<OpRecord> step;
     std::copy_if(log.begin(), log.end(), std::back_inserter(step), [s](const OpRecord& o) { return o.step == s; });
     const RunSummary sum = summarize(ra, devs, step, {}, cfg);
     r.seconds += sum.makespan;
+    r.joules += sum.joules;
+    r.energy_macs += sum.energy_macs;
     for (const OpRow& row : sum.rows) kinds.insert(row.time_kind);
+    for (const auto& [device, e] : sum.energy) energy_kinds.insert(e.kind);
   }
   for (const auto& k : kinds) r.time += (r.time.empty() ? "" : " + ") + k;
+  for (const auto& k : energy_kinds) r.energy += (r.energy.empty() ? "" : " + ") + k;
   return r;
 }
 
@@ -96,9 +110,10 @@ int bench(const std::vector<std::string>& args) {
       ("gen,n", po::value(&decodes)->default_value("32"), "decode lengths, comma-separated")
       ("batch", po::value(&ra.batch)->default_value(1), "sequences at once")
       ("plan", po::value(&plans), "plans, comma-separated (default: every layer on rtl:0)")
-      ("clock-mhz", po::value(&ra.clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
       ("seed", po::value(&ra.seed)->default_value(1), "seed of the random tokens")
       ("output,o", po::value(&format)->default_value("md"), "md, csv or json");
+  ra.add_energy_option(opts);
+  ra.add_clock_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (format != "md" && format != "csv" && format != "json")
@@ -123,6 +138,7 @@ int bench(const std::vector<std::string>& args) {
   const bool tty = ::isatty(STDERR_FILENO);
   for (Plan& plan : plan_list) {
     ra.plan = plan;
+    ra.resolve_clock(plan);
     const auto devs = open_devices(ra, nullptr, 0, "bench");
     Pipeline pipeline(model, stage_shards(ra.plan, *devs, 0));
     for (bool prefill : {true, false})
@@ -138,22 +154,32 @@ int bench(const std::vector<std::string>& args) {
     for (const Result& r : results)
       rows.push_back({{"plan", r.plan}, {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
                       {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s()}, {"time", r.time},
+                      {"joules", r.joules}, {"j_per_token", r.j_per_token()}, {"tops_per_w", r.tops_per_w()},
+                      {"energy", r.energy}, {"clock_mhz", r.clock_mhz}, {"clock", r.clock},
                       {"wall_seconds", r.wall_seconds}});
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
-                                        {"results", rows}}.dump(2) << "\n";
+                                        {"energy_table", ra.energy_table.name}, {"results", rows}}.dump(2) << "\n";
   } else if (format == "csv") {
-    std::cout << "model,plan,batch,test,tokens_per_s,seconds,time,wall_seconds\n";
+    std::cout << "model,plan,batch,test,tokens_per_s,seconds,time,wall_seconds,j_per_token,tops_per_w,energy\n";
     for (const Result& r : results)
-      std::cout << fmt::format("{},{},{},{},{:.3f},{:.9f},{},{:.3f}\n", ra.model, r.plan, r.batch, r.test,
-                               r.tokens_per_s(), r.seconds, r.time, r.wall_seconds);
+      std::cout << fmt::format("{},{},{},{},{:.3f},{:.9f},{},{:.3f},{:.6g},{:.4g},{}\n", ra.model, r.plan, r.batch,
+                               r.test, r.tokens_per_s(), r.seconds, r.time, r.wall_seconds, r.j_per_token(),
+                               r.tops_per_w(), r.energy);
   } else {
-    std::cout << fmt::format("| model | plan | batch | test | tokens/s | time | wall s |\n"
-                             "|---|---|---:|---|---:|---|---:|\n");
+    std::cout << fmt::format("| model | plan | batch | test | tokens/s | time | mJ/token | TOPS/W | energy | wall s |\n"
+                             "|---|---|---:|---|---:|---|---:|---:|---|---:|\n");
     for (const Result& r : results)
-      std::cout << fmt::format("| {} | {} | {} | {} | {:.2f} | {} | {:.2f} |\n", ra.model, r.plan, r.batch, r.test,
-                               r.tokens_per_s(), r.time, r.wall_seconds);
-    std::cout << fmt::format("\ntokens/s on the devices' clocks (accelerators at {} MHz); pp: a prefill of that many "
-                             "tokens per sequence, tg: that many decode steps from an empty cache\n", ra.clock_mhz);
+      std::cout << fmt::format("| {} | {} | {} | {} | {:.2f} | {} | {:.4g} | {:.3g} | {} | {:.2f} |\n", ra.model,
+                               r.plan, r.batch, r.test, r.tokens_per_s(), r.time, r.j_per_token() * 1e3,
+                               r.tops_per_w(), r.energy, r.wall_seconds);
+    std::set<std::string> clocks;
+    for (const Result& r : results) clocks.insert(fmt::format("{} MHz ({})", r.clock_mhz, r.clock));
+    std::cout << fmt::format("\ntokens/s on the devices' clocks (accelerators at {}); pp: a prefill of that many "
+                             "tokens per sequence, tg: that many decode steps from an empty cache\n",
+                             fmt::join(clocks, "; "));
+    std::cout << fmt::format("energy: accelerators modelled from their counted actions ({} table: {}), GPUs projected "
+                             "from their board power over their time; the host is not counted\n",
+                             ra.energy_table.name, ra.energy_table.description);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "tessera/driver/gemm_job.hpp"
 #include "tessera/driver/trace.hpp"
 #include "tessera/io/npy.hpp"
+#include "tessera/runtime/energy.hpp"
 
 namespace po = boost::program_options;
 
@@ -40,7 +41,8 @@ void dump(const std::string& dir, const GemmProblem& p, const GemmOutcome& out) 
 }  // namespace
 
 int gemm(const std::vector<std::string>& args) {
-  std::string device, out_mode = "int32", dump_dir, capture_dir;
+  std::string device, out_mode = "int32", dump_dir, capture_dir, energy_table = "7nm";
+  double clock_mhz = 0;
   GemmRequest req;
   po::options_description opts("tessera gemm: run one int8 GEMM and check it against the golden model");
   opts.add_options()
@@ -59,6 +61,10 @@ int gemm(const std::vector<std::string>& args) {
       ("seed", po::value(&req.seed)->default_value(1), "seed of the random operands")
       ("dump", po::value(&dump_dir), "write a.npy, b.npy, c.npy (and bias, mult, shift) here")
       ("capture", po::value(&capture_dir), "record the driver's loads, descriptors and outputs here (tessera replay)")
+      ("clock-mhz", po::value(&clock_mhz),
+       "the engine's clock, for its leakage (default: its preset's estimated Fmax; docs/ENERGY.md)")
+      ("energy-table", po::value(&energy_table)->default_value("7nm"),
+       "energy and area per action: 45nm, 16nm, 7nm (docs/ENERGY.md) or a table file")
       ("json", "print one JSON object");
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
@@ -71,10 +77,17 @@ int gemm(const std::vector<std::string>& args) {
     if (v == 0 || v > spec::kDimMax)
       throw driver::UsageError(fmt::format("--{} must be in [1, {}], not {}", name, spec::kDimMax, v));
 
+  if (vm.count("clock-mhz") && !(clock_mhz > 0)) throw driver::UsageError("--clock-mhz must be positive");
+  const EnergyTable table = EnergyTable::load(energy_table);
   if (req.fold && (req.int8_out || req.bias || req.accumulate))
     throw driver::UsageError("--fold computes plain int32 results: it takes no --out int8, --bias or --accumulate");
 
-  driver::Device dev(driver::DeviceSpec::parse(device));
+  const driver::DeviceSpec spec = driver::DeviceSpec::parse(device);
+  if (!vm.count("clock-mhz")) {
+    const auto fmax = spec.kind == "xdma" ? std::nullopt : estimated_fmax(spec.option("preset", "default"));
+    clock_mhz = fmax ? fmax->mhz : 250;
+  }
+  driver::Device dev(spec);
   if (req.fold) {
     const auto& pr = dev.properties();
     if (!pr.fold)
@@ -95,6 +108,10 @@ int gemm(const std::vector<std::string>& args) {
   const uint64_t ideal = (macs + pr.rows * pr.cols - 1) / (pr.rows * pr.cols);
   const uint64_t cycles = out.counters.busy_cycles;
   const double util = cycles ? double(ideal) / double(cycles) : 0.0;
+  // Modelled: the engine's counted actions with the energy table, an ASIC of its structure.
+  const AsicArea area = asic_area(pr.engine(), table);
+  const EnergySplit energy =
+      accel_energy(activity_of(out.counters, {gemm_descriptor(problem, 0)}, pr.engine()), table, area, clock_mhz * 1e6);
   if (vm.count("json")) {
     nlohmann::ordered_json j = {{"schema_version", 1},
                         {"device", pr.spec},
@@ -117,7 +134,14 @@ int gemm(const std::vector<std::string>& args) {
                         {"write_bytes", out.counters.write_bytes},
                         {"bit_exact", out.bit_exact},
                         {"seconds", out.seconds},
-                        {"sim_cycles_per_second", out.seconds > 0 ? double(cycles) / out.seconds : 0.0}};
+                        {"sim_cycles_per_second", out.seconds > 0 ? double(cycles) / out.seconds : 0.0},
+                        {"energy", {{"joules", energy.total()}, {"energy", "modelled"},
+                                    {"split", {{"compute", energy.compute}, {"onchip", energy.onchip},
+                                               {"dram", energy.dram}, {"leakage", energy.leakage}}},
+                                    {"tops_per_w", 2.0 * double(macs) / energy.total() / 1e12},
+                                    {"clock_mhz", clock_mhz}, {"table", table.name},
+                                    {"asic_area_mm2", {{"array", area.array_mm2}, {"sram", area.sram_mm2},
+                                                       {"total", area.total_mm2()}}}}}};
     if (req.int8_out) {
       j["out_zp"] = problem.out_zp;
       j["act_min"] = problem.act_min;
@@ -136,6 +160,11 @@ int gemm(const std::vector<std::string>& args) {
     std::cout << fmt::format("  bit-exact vs golden model: {}{}\n", out.bit_exact ? "yes" : "NO",
                              out.mismatch.empty() ? "" : " (" + out.mismatch + ")");
     if (out.scoreboard) std::cout << fmt::format("  scoreboard: {}\n", out.scoreboard->detail);
+    std::cout << fmt::format("  energy (modelled, {} table, an ASIC of {:.3f} mm^2 at {} MHz): {:.4g} nJ, {:.3g} TOPS/W; "
+                             "compute {:.4g}, on-chip {:.4g}, DRAM {:.4g}, leakage {:.4g} nJ\n",
+                             table.name, area.total_mm2(), clock_mhz, energy.total() * 1e9,
+                             2.0 * double(macs) / energy.total() / 1e12, energy.compute * 1e9, energy.onchip * 1e9,
+                             energy.dram * 1e9, energy.leakage * 1e9);
     std::cout << fmt::format("  wall {:.3f} s", out.seconds)
               << (dev.properties().spec.starts_with("rtl") && out.seconds > 0
                       ? fmt::format(", {:.0f} simulated cycles/s\n", double(cycles) / out.seconds)

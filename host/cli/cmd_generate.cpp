@@ -170,7 +170,14 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
                                     {"seconds", r.seconds}, {"time", r.time_kind}, {"cycles", r.cost.cycles},
                                     {"macs", r.cost.macs}, {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
         if (r.utilization >= 0) o["utilization"] = r.utilization;
+        add_energy(o, r);
         ops.push_back(o);
+      }
+    nlohmann::ordered_json roofline = nlohmann::ordered_json::array();
+    for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+      for (nlohmann::ordered_json point : roofline_json(*sum)) {
+        point["phase"] = phase;
+        roofline.push_back(point);
       }
     const auto as_text = [](const std::string& bytes) {
       return nlohmann::ordered_json::parse(
@@ -178,6 +185,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
     };
     nlohmann::ordered_json j = {
         {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"clock_mhz", ra.clock_mhz},
+        {"clock", ra.clock_source},
         {"text", as_text(text)}, {"prompt_ids", ga.prompt_ids}, {"generated_ids", g.ids},
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
         {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
@@ -194,22 +202,25 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
                   {"seconds", wall}}},
         {"reference", {{"device", "cpu"}, {"generated_ids", ref.ids},
                        {"first_divergence", divergence ? nlohmann::ordered_json(*divergence) : nlohmann::ordered_json()}}},
-        {"ops", ops}};
+        {"ops", ops},
+        {"energy", {{"prefill", energy_json(prefill, ra, n)}, {"decode", energy_json(decode, ra, decoded)}}},
+        {"roofline", roofline}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   if (ra.csv) {
-    std::cout << "phase,device,op,calls,seconds,time,cycles,macs,utilization,bytes\n";
+    std::cout << "phase,device,op,calls,seconds,time,cycles,macs,utilization,bytes,energy_j,energy\n";
     for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
       for (const OpRow& r : sum->rows)
-        std::cout << fmt::format("{},{},{},{},{:.9f},{},{},{},{},{}\n", phase, r.device, r.op, r.calls, r.seconds,
+        std::cout << fmt::format("{},{},{},{},{:.9f},{},{},{},{},{},{},{}\n", phase, r.device, r.op, r.calls, r.seconds,
                                  r.time_kind, r.cost.cycles, r.cost.macs,
                                  r.utilization >= 0 ? fmt::format("{:.4f}", r.utilization) : "",
-                                 r.cost.read_bytes + r.cost.write_bytes);
+                                 r.cost.read_bytes + r.cost.write_bytes,
+                                 r.energy_kind.empty() ? "" : fmt::format("{:.6g}", r.joules), r.energy_kind);
     return 0;
   }
-  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz\n\n", ra.model,
-                           cfg.layers, cfg.width, ra.plan.str(), ra.clock_mhz);
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz ({})\n\n", ra.model,
+                           cfg.layers, cfg.width, ra.plan.str(), ra.clock_mhz, ra.clock_source);
   std::cout << fmt::format("{:<8} {:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "PHASE", "DEVICE",
                            "OP", "CALLS", "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
@@ -227,7 +238,9 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
     std::cout << fmt::format("decode: {} tokens, {:.1f} tokens/s, per token {:.3f} ms median, {:.3f} ms p90 ({})\n",
                              decoded, decoded / decode_seconds, percentile(latency, 0.5) * 1e3,
                              percentile(latency, 0.9) * 1e3, decode_time);
-  std::cout << fmt::format("KV caches: {:.2f} MiB over the plan's devices; wall time: {:.2f} s (time to first token "
+  print_energy_text(prefill, n, "prefill");
+  if (decoded) print_energy_text(decode, decoded, "decode");
+  std::cout << fmt::format("\nKV caches: {:.2f} MiB over the plan's devices; wall time: {:.2f} s (time to first token "
                            "{:.3f} s)\n", double(kv_bytes) / (1 << 20), wall, g.step_wall.front());
   std::cout << fmt::format("stopped at {}; ", g.stopped_at_end ? "end-of-text" : "--max-new-tokens");
   if (divergence)
@@ -262,11 +275,12 @@ int generate(const std::vector<std::string>& args) {
       ("top-p", po::value(&ga.sampling.top_p)->default_value(1.0), "sample from the smallest set reaching this mass")
       ("seed", po::value(&ra.seed)->default_value(1), "seed of the sampling")
       ("plan", po::value(&ra.plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
-      ("clock-mhz", po::value(&ra.clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
       ("trace", po::value(&ra.trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
       ("capture", po::value(&ra.capture_dir), "record each accelerator's work in a trace under this directory")
       ("csv", po::bool_switch(&ra.csv), "print the per-op table as CSV")
       ("json", po::bool_switch(&ra.json), "print one JSON object");
+  ra.add_energy_option(opts);
+  ra.add_clock_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (vm->count("prompt") == vm->count("tokens")) throw std::invalid_argument("give --prompt or --tokens");

@@ -1,5 +1,6 @@
 #include "run_args.hpp"
 
+#include "tessera/driver/device.hpp"
 #include "tessera/model/parse.hpp"
 
 #include <algorithm>
@@ -22,7 +23,6 @@ void RunArgs::add_options(po::options_description& opts) {
       ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
       ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
       ("microbatches", po::value(&microbatches)->default_value(1), "microbatches flowing through the stages")
-      ("clock-mhz", po::value(&clock_mhz)->default_value(250), "accelerator clock: its time is cycles / clock")
       ("project-array", po::value(&project_array), "ASIC what-if: re-time every accelerator GEMM for an RxC array")
       ("project-clock-mhz", po::value(&project_clock_mhz), "ASIC what-if: its clock (default: --clock-mhz)")
       ("seed", po::value(&seed)->default_value(1), "seed of the random tokens")
@@ -32,13 +32,51 @@ void RunArgs::add_options(po::options_description& opts) {
        "record each accelerator's loads, descriptors and outputs in a trace under this directory (tessera replay)")
       ("csv", po::bool_switch(&csv), "print the per-op table as CSV")
       ("json", po::bool_switch(&json), "print one JSON object");
+  add_energy_option(opts);
+  add_clock_option(opts);
+}
+
+void RunArgs::add_clock_option(po::options_description& opts) {
+  opts.add_options()("clock-mhz", po::value(&clock_mhz),
+                     "accelerator clock: its time is cycles / clock (default: the estimated Fmax of the plan's "
+                     "accelerators, the slowest of them; docs/ENERGY.md)");
+}
+
+void RunArgs::resolve_clock(const Plan& p) {
+  if (clock_given) return;
+  clock_mhz = 0;
+  for (const Stage& st : p.stages)
+    for (const PlanDevice& d : st.devices) {
+      if (!d.accelerator()) continue;
+      const std::string preset = driver::DeviceSpec::parse(d.spec).option("preset", "default");
+      const auto f = d.kind == "xdma" ? std::nullopt : estimated_fmax(preset);
+      if (!f) {
+        clock_mhz = 250;
+        clock_source = d.kind == "xdma" ? fmt::format("assumed: give {}'s clock with --clock-mhz", d.label)
+                                        : fmt::format("assumed: the {} preset has no Fmax estimate", preset);
+        return;
+      }
+      if (clock_mhz == 0 || f->mhz < clock_mhz) {
+        clock_mhz = f->mhz;
+        clock_source = fmt::format("estimated: the {} preset's Fmax on Artix-7 ({}; static timing of the logic, "
+                                   "without routing: scripts/synth --fmax)", preset, f->limited_by);
+      }
+    }
+  if (clock_mhz == 0) clock_mhz = 250, clock_source = "assumed: the plan has no accelerator";
+}
+
+void RunArgs::add_energy_option(po::options_description& opts) {
+  opts.add_options()("energy-table", po::value(&energy_table_name)->default_value("7nm"),
+                     "the accelerator's energy and area per action: 45nm, 16nm, 7nm (docs/ENERGY.md) or a table file");
 }
 
 void RunArgs::finish(const po::variables_map& vm) {
   if (json && csv) throw std::invalid_argument("give --json or --csv, not both");
   if (!tokens_text.empty() && (vm.count("seq") || (vm.count("batch") && !vm["batch"].defaulted())))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
-  if (!(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
+  clock_given = vm.count("clock-mhz") > 0;
+  if (clock_given && !(clock_mhz > 0)) throw std::invalid_argument("--clock-mhz must be positive");
+  if (clock_given) clock_source = "given: --clock-mhz";
   if (!project_array.empty()) {
     const size_t x = project_array.find('x');
     const auto rows = parse_uint(project_array.substr(0, x), 1, 255);
@@ -48,8 +86,8 @@ void RunArgs::finish(const po::variables_map& vm) {
     project_rows = static_cast<uint32_t>(*rows);
     project_cols = static_cast<uint32_t>(*cols);
   }
-  if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
-  if (!(project_clock_mhz > 0)) throw std::invalid_argument("--project-clock-mhz must be positive");
+  if (vm.count("project-clock-mhz") && !(project_clock_mhz > 0))
+    throw std::invalid_argument("--project-clock-mhz must be positive");
   if (vm.count("project-clock-mhz") && project_array.empty())
     throw std::invalid_argument("--project-clock-mhz needs --project-array");
   cfg = model_config();
@@ -67,6 +105,9 @@ void RunArgs::finish(const po::variables_map& vm) {
                                             cfg.positions));
   plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
   plan.resolve(cfg);
+  resolve_clock(plan);
+  if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
+  energy_table = EnergyTable::load(energy_table_name);
 }
 
 Gpt2Config RunArgs::model_config() const {

@@ -9,6 +9,7 @@
 #include <boost/program_options.hpp>
 
 #include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/energy.hpp"
 #include "tessera/runtime/plan.hpp"
 
 namespace tessera::cli {
@@ -16,20 +17,29 @@ namespace tessera::cli {
 struct RunArgs {
   std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path, capture_dir;
   uint32_t batch = 1, seq = 0, microbatches = 1;
-  double clock_mhz = 250;
+  double clock_mhz = 0;            // 0 until resolve_clock: --clock-mhz, or the plan's estimate
+  std::string clock_source;        // where clock_mhz comes from, for the reports
+  bool clock_given = false;
   std::string project_array;       // ASIC what-if: RxC
   uint32_t project_rows = 0, project_cols = 0;
   double project_clock_mhz = 0;    // 0: --clock-mhz
+  std::string energy_table_name = "7nm";  // a shipped table or a file (docs/ENERGY.md)
   uint64_t seed = 1;
   bool json = false, csv = false;
 
   void add_options(boost::program_options::options_description& opts);
+  void add_energy_option(boost::program_options::options_description& opts);  // generate and bench too
+  void add_clock_option(boost::program_options::options_description& opts);   // likewise
+  // The accelerator clock where --clock-mhz did not give it: the slowest estimated Fmax
+  // (rtl/fmax.json) of `plan`'s accelerators' presets, or an assumed 250 MHz where none has one.
+  void resolve_clock(const Plan& plan);
   // After parsing: checks the combination, loads the model's configuration, and resolves the
   // plan (default: every layer on rtl:0) and the token shape; throws std::invalid_argument.
   void finish(const boost::program_options::variables_map& vm);
 
   Gpt2Config cfg;
   Plan plan;
+  EnergyTable energy_table;
   Gpt2Config model_config() const;  // of --model, without loading weights
   Gpt2Model load_model() const;
   // The tokens: --tokens, or `batch` x `seq` ids drawn from `seed`.

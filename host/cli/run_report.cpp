@@ -8,8 +8,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "run_report.hpp"
@@ -26,11 +28,14 @@ namespace tessera {
 
 // Op records and traffic travel between the ranks of a run as JSON (gather below).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes, write_bytes, projected_cycles,
-                                   projected_seconds)
+                                   projected_seconds, activity, measured_joules)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cost, phases,
                                    rank, step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommStats, bytes_sent, bytes_received, messages, gpu_bytes_sent, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EngineConfig, rows, cols, k_max, axi_bytes, max_reads, addr_bits, fold)
+NLOHMANN_JSON_SERIALIZE_ENUM(GpuPrecision, {{GpuPrecision::kFp32, "fp32"}, {GpuPrecision::kBf16, "bf16"},
+                                            {GpuPrecision::kInt8, "int8"}})
 
 }  // namespace tessera
 
@@ -50,10 +55,12 @@ Devices::Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std:
                                    : make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
           gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
           backends.push_back(std::move(gpu));
+          gpu_of[d.label] = {d.gpu, d.precision};
         } else {
           const GpuPeaks& peaks = gpu_peaks(d.gpu);
           projected[d.label] = fmt::format("{} ({})", peaks.description, why_not);
           backends.push_back(std::make_unique<ProjectedGpuBackend>(d.spec, peaks, d.precision));
+          gpu_of[d.label] = {d.gpu, d.precision};
         }
       } else {
         // Checked in place: the device that passed is the one the run uses.
@@ -84,6 +91,7 @@ Devices::Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std:
         }
         const auto& p = engines.back()->properties();
         macs_per_cycle[d.label] = uint64_t{p.rows} * p.cols;
+        engine_of[d.label] = p.engine();
         auto accel = std::make_unique<AccelBackend>(*engines.back());
         if (ra.project_rows) {
           // The same engine and memory system (the default one) with another array.
@@ -220,6 +228,7 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
 // Host and communication records are named after their rank: r1:host, r1:comm.
 std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra) {
   nlohmann::json mine = {{"ops", nlohmann::json::array()}, {"accelerators", devs.macs_per_cycle},
+                         {"engines", devs.engine_of}, {"gpus", devs.gpu_of},
                          {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
   for (OpRecord r : log) {
     if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
@@ -235,6 +244,8 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
     for (const auto& op : j["ops"]) log.push_back(op.get<OpRecord>());
     for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
     for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
+    for (const auto& [k, v] : j["engines"].items()) devs.engine_of[k] = v;
+    for (const auto& [k, v] : j["gpus"].items()) devs.gpu_of[k] = v;
     ranks.push_back({rank++, j["devices"], j["traffic"].get<CommStats>(), 0, 0});
   }
   return ranks;
@@ -271,6 +282,63 @@ void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const Ru
   if (members.back().front() != 0) ranks[members.back().front()].predicted_sent += logits;
 }
 
+// Each op's energy and roofline point, and the totals per device: an accelerator's modelled from
+// its counted actions with the energy table (an ASIC of its structure at the table's node, at the
+// accelerator clock); a GPU's projected from its board power over the op's time.
+void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
+  const EnergyTable& table = ra.energy_table;
+  const double clock_hz = ra.clock_mhz * 1e6;
+  std::set<std::string> without;
+  for (OpRow& r : sum.rows) {
+    std::string source;
+    if (const auto e = devs.engine_of.find(r.device); e != devs.engine_of.end()) {
+      const EngineConfig& cfg = e->second;
+      const AsicArea area = asic_area(cfg, table);
+      r.energy_kind = "modelled";
+      r.split = accel_energy(r.cost.activity, table, area, clock_hz);
+      r.joules = r.split.total();
+      r.compute_ceiling = 2.0 * cfg.rows * cfg.cols * clock_hz;
+      r.memory_ceiling = double(cfg.axi_bytes) * clock_hz;
+      source =
+          fmt::format("modelled: counted actions x the {} energy table ({}); an ASIC of {:.3f} mm^2 ({}x{} MACs, {} "
+                      "scratchpad bytes) leaking at {} mW/mm^2 at {} MHz",
+                      table.name, table.description, area.total_mm2(), cfg.rows, cfg.cols, area.sram_bytes,
+                      table.static_mw_per_mm2.value, ra.clock_mhz);
+    } else if (const auto g = devs.gpu_of.find(r.device); g != devs.gpu_of.end()) {
+      const GpuPeaks& peaks = gpu_peaks(g->second.first);
+      r.compute_ceiling = peaks.peak(g->second.second);
+      r.memory_ceiling = peaks.memory_bytes_per_s;
+      if (r.cost.measured_joules > 0) {
+        r.energy_kind = "measured";
+        r.joules = r.cost.measured_joules;
+        source = "measured: the board's power (NVML) read after each op x the op's measured time";
+      } else {
+        r.energy_kind = "projected";
+        r.joules = peaks.board_watts * r.seconds;
+        source =
+            fmt::format("projected: the {} board power ({} W, its maximum) over the op's time ({})", peaks.name,
+                        peaks.board_watts, r.time_kind);
+      }
+    } else {
+      without.insert(r.device);
+      continue;
+    }
+    // A GPU whose power could not always be read has both kinds, and both sources.
+    DeviceEnergy& d = sum.energy[r.device];
+    if (d.kind.find(r.energy_kind) == std::string::npos) d.kind += (d.kind.empty() ? "" : " + ") + r.energy_kind;
+    if (d.source.find(source) == std::string::npos) d.source += (d.source.empty() ? "" : "; ") + source;
+    d.joules += r.joules;
+    d.split += r.split;
+    d.macs += r.cost.macs;
+    sum.joules += r.joules;
+    sum.energy_macs += r.cost.macs;
+    const uint64_t bytes = r.cost.read_bytes + r.cost.write_bytes;
+    if (r.cost.macs && bytes) r.intensity = 2.0 * double(r.cost.macs) / double(bytes);
+    if (r.cost.macs && r.seconds > 0) r.achieved = 2.0 * double(r.cost.macs) / r.seconds;
+  }
+  sum.no_energy.assign(without.begin(), without.end());
+}
+
 }  // namespace
 
 // The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
@@ -300,7 +368,11 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   };
   for (const OpRecord& r : log) {
     auto [it, fresh] = index.try_emplace({r.device, r.op}, sum.rows.size());
-    if (fresh) sum.rows.push_back(OpRow{r.device, r.op, 0, 0, {}, devs.time_kind(r.device)});
+    if (fresh) {
+      sum.rows.emplace_back();
+      sum.rows.back().device = r.device, sum.rows.back().op = r.op;
+      sum.rows.back().time_kind = devs.time_kind(r.device);
+    }
     OpRow& row = sum.rows[it->second];
     ++row.calls;
     row.seconds += device_seconds(r);
@@ -347,6 +419,7 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   }
   for (const auto& [spec, b] : devs.by_spec) sum.devices.push_back(spec);
   sum.projected = devs.projected;
+  account_energy(sum, ra, devs);
 
   // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
   std::map<int, double> compute;
@@ -358,6 +431,43 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   return sum;
 }
 
+void add_energy(nlohmann::ordered_json& op, const OpRow& r) {
+  if (r.energy_kind.empty()) return;
+  op["energy_j"] = r.joules;
+  op["energy"] = r.energy_kind;
+  if (r.energy_kind == "modelled")
+    op["energy_split"] = {{"compute", r.split.compute}, {"onchip", r.split.onchip}, {"dram", r.split.dram},
+                          {"leakage", r.split.leakage}};
+}
+
+nlohmann::ordered_json energy_json(const RunSummary& sum, const RunArgs& ra, uint64_t tokens) {
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  for (const auto& [device, e] : sum.energy) {
+    nlohmann::ordered_json d = {{"device", device}, {"joules", e.joules}, {"energy", e.kind},
+                                {"j_per_token", tokens ? e.joules / double(tokens) : 0.0},
+                                {"tops_per_w", e.joules > 0 ? 2.0 * double(e.macs) / e.joules / 1e12 : 0.0}};
+    if (e.kind == "modelled")
+      d["split"] = {{"compute", e.split.compute}, {"onchip", e.split.onchip}, {"dram", e.split.dram},
+                    {"leakage", e.split.leakage}};
+    d["source"] = e.source;
+    devices.push_back(d);
+  }
+  return {{"joules", sum.joules}, {"j_per_token", tokens ? sum.joules / double(tokens) : 0.0},
+          {"tops_per_w", sum.tops_per_w()}, {"devices", devices}, {"not_counted", sum.no_energy},
+          {"table", {{"name", ra.energy_table.name}, {"node_nm", ra.energy_table.node_nm},
+                     {"description", ra.energy_table.description}}}};
+}
+
+nlohmann::ordered_json roofline_json(const RunSummary& sum) {
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const OpRow& r : sum.rows)
+    if (r.intensity > 0 && r.achieved > 0 && r.compute_ceiling > 0)
+      points.push_back({{"device", r.device}, {"op", r.op}, {"intensity", r.intensity}, {"achieved", r.achieved},
+                        {"compute_ceiling", r.compute_ceiling}, {"memory_ceiling", r.memory_ceiling},
+                        {"time", r.time_kind}});
+  return points;
+}
+
 void print_json(const RunSummary& sum, const RunArgs& ra) {
   const bool what_if = ra.project_rows > 0;
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -367,6 +477,7 @@ void print_json(const RunSummary& sum, const RunArgs& ra) {
                                 {"cycles", r.cost.cycles}, {"macs", r.cost.macs},
                                 {"bytes", r.cost.read_bytes + r.cost.write_bytes}};
     if (r.utilization >= 0) o["utilization"] = r.utilization;
+    add_energy(o, r);
     if (what_if && r.cost.projected_cycles)
       o["projected"] = {{"cycles", r.cost.projected_cycles},
                         {"seconds", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6)},
@@ -377,12 +488,17 @@ void print_json(const RunSummary& sum, const RunArgs& ra) {
   nlohmann::ordered_json j = {
       {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", sum.devices},
       {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
+      {"clock", ra.clock_source},
       {"ops", ops},
       {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
                     {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
       {"bubble", {{"measured", sum.bubble}, {"theoretical", sum.theoretical_bubble}}},
       {"totals", {{"seconds", sum.makespan}, {"macs", sum.macs}, {"cycles", sum.cycles}, {"bytes", sum.bytes},
-                  {"wall_seconds", sum.wall_seconds}}}};
+                  {"wall_seconds", sum.wall_seconds}, {"joules", sum.joules},
+                  {"j_per_token", sum.joules / double(uint64_t{ra.batch} * ra.seq)},
+                  {"tops_per_w", sum.tops_per_w()}}},
+      {"energy", energy_json(sum, ra, uint64_t{ra.batch} * ra.seq)},
+      {"roofline", roofline_json(sum)}};
   if (what_if)
     j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
                        {"cycles", sum.projected_cycles},
@@ -401,23 +517,47 @@ void print_json(const RunSummary& sum, const RunArgs& ra) {
 }
 
 void print_csv(const RunSummary& sum, const RunArgs& ra) {
-  std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds\n";
+  std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds,"
+               "energy_j,energy\n";
   for (const auto& r : sum.rows)
-    std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
+    std::cout << fmt::format("{},{},{},{:.9f},{},{},{},{},{},{},{},{},{}\n", r.device, r.op, r.calls, r.seconds,
                              r.time_kind, r.cost.cycles,
                              r.cost.macs, r.utilization >= 0 ? fmt::format("{:.4f}", r.utilization) : "",
                              r.cost.read_bytes + r.cost.write_bytes,
                              r.cost.projected_cycles ? std::to_string(r.cost.projected_cycles) : "",
                              r.cost.projected_cycles
                                  ? fmt::format("{:.9f}", double(r.cost.projected_cycles) / (ra.project_clock_mhz * 1e6))
-                                 : "");
+                                 : "",
+                             r.energy_kind.empty() ? "" : fmt::format("{:.6g}", r.joules), r.energy_kind);
+}
+
+void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view phase) {
+  if (sum.energy.empty()) return;
+  const std::string title = phase.empty() ? "energy" : fmt::format("{} energy", phase);
+  std::string heading = title;
+  std::transform(heading.begin(), heading.end(), heading.begin(), [](unsigned char c) { return std::toupper(c); });
+  std::cout << fmt::format("\n{:<28} {:>12} {:>12} {:>9} {:<10} {}\n", heading, "mJ", "mJ/TOKEN", "TOPS/W", "", "SPLIT");
+  for (const auto& [device, e] : sum.energy) {
+    const std::string split = e.kind != "modelled" ? "-"
+                              : fmt::format("compute {:.1f}%, on-chip {:.1f}%, DRAM {:.1f}%, leakage {:.1f}%",
+                                            100 * e.split.compute / e.joules, 100 * e.split.onchip / e.joules,
+                                            100 * e.split.dram / e.joules, 100 * e.split.leakage / e.joules);
+    std::cout << fmt::format("{:<28} {:>12.4g} {:>12.4g} {:>9.3g} {:<10} {}\n", device, e.joules * 1e3,
+                             e.joules * 1e3 / double(tokens), e.joules > 0 ? 2.0 * double(e.macs) / e.joules / 1e12 : 0.0,
+                             e.kind, split);
+  }
+  for (const auto& [device, e] : sum.energy) std::cout << fmt::format("  {}: {}\n", device, e.source);
+  std::cout << fmt::format("{}: {:.4g} mJ, {:.4g} mJ per token, {:.3g} TOPS/W{}\n", title, sum.joules * 1e3,
+                           sum.joules * 1e3 / double(tokens), sum.tops_per_w(),
+                           sum.no_energy.empty() ? "" : fmt::format(" (without {}: no power figure)",
+                                                                    fmt::join(sum.no_energy, ", ")));
 }
 
 void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg) {
   std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
-                           "accelerator clock {} MHz\n\n",
+                           "accelerator clock {} MHz ({})\n\n",
                            ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq,
-                           ra.microbatches, ra.clock_mhz);
+                           ra.microbatches, ra.clock_mhz, ra.clock_source);
   std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
                            "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& r : sum.rows)
@@ -433,6 +573,7 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
     std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
                              "computed on the host with its precision's numerics\n",
                              spec, gpu);
+  print_energy_text(sum, uint64_t{ra.batch} * ra.seq);
   if (ra.project_rows > 0) {
     std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "
                              "system)\n",

@@ -12,7 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "run_args.hpp"
+#include "tessera/backends/gpu_projection.hpp"
 #include "tessera/backends/matmul_backend.hpp"
 #include "tessera/driver/device.hpp"
 #include "tessera/driver/trace.hpp"
@@ -30,6 +33,9 @@ struct Devices {
   std::map<std::string, MatmulBackend*> by_spec;   // by the plan's label
   std::map<std::string, std::string> label_of;      // a backend's name -> the device's label
   std::map<std::string, uint64_t> macs_per_cycle;  // accelerators: R * C
+  std::map<std::string, EngineConfig> engine_of;   // accelerators: their engine's configuration
+  // GPUs, present or projected: whose published figures (GpuPeaks) and their GEMMs' precision.
+  std::map<std::string, std::pair<std::string, GpuPrecision>> gpu_of;
   std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
   std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
 
@@ -70,6 +76,22 @@ struct OpRow {
   std::string time_kind;           // Devices::time_kind
   double utilization = -1;         // accelerators: MACs / (cycles x R x C); -1 elsewhere
   double projected_utilization = 0;  // the what-if array's, where it ran
+  // Energy: "modelled" (an accelerator: its counted actions with the energy table), "projected" (a
+  // GPU: its board power over the op's time); "" where there is no figure (the host, CPUs).
+  std::string energy_kind;
+  double joules = 0;
+  EnergySplit split;  // accelerators
+  // Roofline: operations (2 per MAC) per byte moved, op/s achieved, and the device's ceilings in op/s
+  // and bytes/s; 0 where the device has none (the host, CPUs).
+  double intensity = 0, achieved = 0, compute_ceiling = 0, memory_ceiling = 0;
+};
+
+// A device's energy over a run, and where the figure comes from.
+struct DeviceEnergy {
+  std::string kind, source;
+  double joules = 0;
+  EnergySplit split;
+  uint64_t macs = 0;
 };
 
 // One rank of a multi-process run, for the report.
@@ -90,6 +112,12 @@ struct RunSummary {
   double makespan = 0;      // on the devices' clocks over the GPipe schedule
   double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
   uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;
+  // Energy over the devices that have a figure; those that have none are named.
+  std::map<std::string, DeviceEnergy> energy;
+  std::vector<std::string> no_energy;
+  double joules = 0;
+  uint64_t energy_macs = 0;  // of the devices with a figure
+  double tops_per_w() const { return joules > 0 ? 2.0 * double(energy_macs) / joules / 1e12 : 0; }
   Numerics numerics;
   std::string mpi_library;  // multi-process runs: the library and a row per rank (process)
   std::vector<RankSummary> ranks;
@@ -106,8 +134,18 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
 // The run as it happened, in wall time (Chrome trace events).
 void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
                  const std::map<std::string, uint64_t>& accelerators);
+// An op's energy fields, where it has a figure: energy_j, energy (its kind), energy_split.
+void add_energy(nlohmann::ordered_json& op, const OpRow& r);
+// Per device and in total: joules, J per token (over `tokens`), TOPS/W, each figure's kind and
+// source, and the energy table.
+nlohmann::ordered_json energy_json(const RunSummary& sum, const RunArgs& ra, uint64_t tokens);
+// Each op with MACs against its device's ceilings: [{device, op, intensity, achieved, compute_ceiling,
+// memory_ceiling, time}].
+nlohmann::ordered_json roofline_json(const RunSummary& sum);
 void print_json(const RunSummary& sum, const RunArgs& ra);
 void print_csv(const RunSummary& sum, const RunArgs& ra);
+// The energy per device, its sources, and the total over `tokens`, of a phase where one is named.
+void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view phase = "");
 void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg);
 
 }  // namespace tessera::cli

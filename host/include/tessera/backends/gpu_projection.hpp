@@ -26,6 +26,7 @@ struct GpuPeaks {
   double bf16_flops;            // dense tensor-core BF16
   double int8_ops;              // dense tensor-core INT8
   double memory_bytes_per_s;    // HBM bandwidth
+  double board_watts;           // maximum board power (TDP): a projection's energy is this over its time
   double peak(GpuPrecision p) const;
 };
 

@@ -11,6 +11,7 @@
 
 #include "tessera/backends/kv_cache.hpp"
 #include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/energy.hpp"
 
 namespace tessera {
 
@@ -19,17 +20,21 @@ struct MatmulStats {
   uint64_t gemms = 0, macs = 0, cycles = 0, read_bytes = 0, write_bytes = 0;
   uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
   double projected_seconds = 0;   // a GPU's roofline time where there is no GPU to measure
+  EngineActivity activity;        // an accelerator's counted actions, for its energy
+  double measured_joules = 0;     // a GPU's: its board power (NVML) after each op x the op's time
   MatmulStats& operator+=(const MatmulStats& o) {
     gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
     projected_cycles += o.projected_cycles;
     projected_seconds += o.projected_seconds;
+    activity += o.activity;
+    measured_joules += o.measured_joules;
     return *this;
   }
   MatmulStats operator-(const MatmulStats& o) const {
     return {gemms - o.gemms,           macs - o.macs,
             cycles - o.cycles,         read_bytes - o.read_bytes,
             write_bytes - o.write_bytes, projected_cycles - o.projected_cycles,
-            projected_seconds - o.projected_seconds};
+            projected_seconds - o.projected_seconds, activity - o.activity, measured_joules - o.measured_joules};
   }
 };
 
