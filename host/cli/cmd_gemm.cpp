@@ -84,7 +84,7 @@ int gemm(const std::vector<std::string>& args) {
 
   const driver::DeviceSpec spec = driver::DeviceSpec::parse(device);
   if (!vm.count("clock-mhz")) {
-    const auto fmax = spec.kind == "xdma" ? std::nullopt : estimated_fmax(spec.option("preset", "default"));
+    const auto fmax = estimated_fmax(spec);
     clock_mhz = fmax ? fmax->mhz : 250;
   }
   driver::Device dev(spec);

@@ -48,8 +48,9 @@ void RunArgs::resolve_clock(const Plan& p) {
   for (const Stage& st : p.stages)
     for (const PlanDevice& d : st.devices) {
       if (!d.accelerator()) continue;
-      const std::string preset = driver::DeviceSpec::parse(d.spec).option("preset", "default");
-      const auto f = d.kind == "xdma" ? std::nullopt : estimated_fmax(preset);
+      const auto spec = driver::DeviceSpec::parse(d.spec);
+      const std::string preset = spec.option("preset", "default");
+      const auto f = estimated_fmax(spec);
       if (!f) {
         clock_mhz = 250;
         clock_source = d.kind == "xdma" ? fmt::format("assumed: give {}'s clock with --clock-mhz", d.label)

@@ -233,6 +233,11 @@ std::optional<FmaxEstimate> estimated_fmax(std::string_view preset) {
   return FmaxEstimate{(*it)["fmax_mhz"], (*it)["logic_fmax_mhz"], (*it)["limited_by"]};
 }
 
+std::optional<FmaxEstimate> estimated_fmax(const driver::DeviceSpec& spec) {
+  if (spec.kind == "xdma") return std::nullopt;
+  return estimated_fmax(spec.option("preset", "default"));
+}
+
 EnergySplit accel_energy(const EngineActivity& a, const EnergyTable& t, const AsicArea& area, double clock_hz) {
   constexpr double pj = 1e-12;
   EnergySplit e;

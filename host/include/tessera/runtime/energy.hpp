@@ -20,6 +20,7 @@ namespace tessera {
 
 namespace driver {
 struct Counters;
+struct DeviceSpec;
 }
 
 // A figure and where it comes from.
@@ -107,6 +108,8 @@ struct FmaxEstimate {
   std::string limited_by;
 };
 std::optional<FmaxEstimate> estimated_fmax(std::string_view preset);
+// The same for a device: its preset's (model, rtl); none for a card (xdma), whose clock is its own.
+std::optional<FmaxEstimate> estimated_fmax(const driver::DeviceSpec& spec);
 
 // The energy of `a` on an engine of `area` at `clock_hz`.
 EnergySplit accel_energy(const EngineActivity& a, const EnergyTable& t, const AsicArea& area, double clock_hz);
