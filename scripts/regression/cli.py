@@ -29,7 +29,9 @@ def parse_args(doc, argv=None):
     ap.add_argument("--report", type=pathlib.Path, help="report directory (default BUILD/regress-report)")
     ap.add_argument("--cycle-tolerance", type=float, default=2.0, help="allowed cycle growth in percent")
     ap.add_argument("--area-tolerance", type=float, default=2.0, help="allowed resource growth in percent")
-    ap.add_argument("--update-baselines", action="store_true", help="write this run's cycles and area as baselines")
+    ap.add_argument("--fmax-tolerance", type=float, default=2.0, help="allowed fall of the estimated Fmax in percent")
+    ap.add_argument("--update-baselines", action="store_true",
+                    help="write this run's cycles, area and estimated Fmax as baselines")
     args = ap.parse_args(argv)
 
     args.mode = "full" if args.full else "quick"
@@ -50,6 +52,7 @@ def parse_args(doc, argv=None):
     args.out = args.report or (args.build / "regress-report")
     args.cycles_baseline = ROOT / "tests/baselines/cycles.json"
     args.area_baseline = ROOT / "tests/baselines/area.json"
+    args.fmax_baseline = ROOT / "rtl/fmax.json"
     if args.sim and not args.sim.exists():
         ap.error(f"--sim {args.sim}: no such file")
     return args
@@ -84,14 +87,17 @@ def main(doc, argv=None):
 
     cov = None if "coverage" in args.skip else coverage.merge(args.out / "coverage/raw", args.out / "coverage")
     cycles_base, area_base = baselines.load(args.cycles_baseline), baselines.load(args.area_baseline)
-    deltas, deltas_ok = baselines.compare(todo, cycles_base, area_base, args.cycle_tolerance, args.area_tolerance)
+    fmax_base = baselines.load(args.fmax_baseline)
+    deltas, deltas_ok = baselines.compare(todo, cycles_base, area_base, args.cycle_tolerance, args.area_tolerance,
+                                          fmax_base, args.fmax_tolerance)
     plan = coverage.testplan((ROOT / "rtl/testplan.toml").read_text(), todo, cov)
     if args.update_baselines:
         cycles, area = baselines.updated(todo, cycles_base, area_base)
         baselines.write(args.cycles_baseline, cycles)
         baselines.write(args.area_baseline, area)
-        print(f"regress: baselines written to {args.cycles_baseline.relative_to(ROOT)} and "
-              f"{args.area_baseline.relative_to(ROOT)}")
+        baselines.write(args.fmax_baseline, baselines.updated_fmax(todo, fmax_base))
+        print(f"regress: baselines written to {args.cycles_baseline.relative_to(ROOT)}, "
+              f"{args.area_baseline.relative_to(ROOT)} and {args.fmax_baseline.relative_to(ROOT)}")
         deltas_ok = True
     verdict = "PASS" if not failed and deltas_ok else "FAIL"
 

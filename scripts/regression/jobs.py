@@ -114,7 +114,7 @@ def make_jobs(args):
         for p in args.synth_presets:
             out = args.out / f"synth_{p}.json"
             jobs.append(Job("synth", "synth", p, [sys.executable, str(ROOT / "scripts/synth"), "--preset", p,
-                                                  "--json", str(out)], env={"SYNTH_JSON": str(out)}, timeout=7200))
+                                                  "--fmax", "--json", str(out)], env={"SYNTH_JSON": str(out)}, timeout=7200))
     if "directed" not in args.skip:
         for name in cosim_tests(args, "~[random]"):
             for p in args.presets:

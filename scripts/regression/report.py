@@ -46,8 +46,9 @@ def markdown(run, jobs, deltas, deltas_ok, cov, plan, verdict):
     lines += ["## Results", "", "| kind | preset | test | result | seconds |", "|---|---|---|---|---|"]
     lines += [f"| {j.kind} | {j.preset or '-'} | {j.name}{f' (seed {j.seed})' if j.seed is not None else ''} | "
               f"{j.status} | {j.seconds:.1f} |" for j in jobs] + [""]
-    lines += ["## Performance and area against the baselines", "",
-              f"Cycle tolerance {run.cycle_tolerance}%, area tolerance {run.area_tolerance}% "
+    lines += ["## Performance, area and Fmax against the baselines", "",
+              f"Cycle tolerance {run.cycle_tolerance}%, area tolerance {run.area_tolerance}%, "
+              f"Fmax tolerance {run.fmax_tolerance}% "
               f"({'within' if deltas_ok else 'OUTSIDE'} budget).", "",
               "| what | preset | item | baseline | now | delta | verdict |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {d.what} | {d.preset} | {d.item} | {d.baseline if d.baseline is not None else '-'} | {d.now} | "
@@ -85,15 +86,15 @@ def summary(run, jobs, seconds, deltas, cov, plan, verdict, junit):
                    + (f"\n     waveform:  {j.waveform}" if j.waveform else ""))
     moved = [d for d in deltas if d.verdict != "ok"]
     if moved:
-        out.append(f"\n== performance and area against the baselines (tolerance {run.cycle_tolerance}% cycles, "
-                   f"{run.area_tolerance}% area)")
+        out.append(f"\n== performance, area and Fmax against the baselines (tolerance {run.cycle_tolerance}% cycles, "
+                   f"{run.area_tolerance}% area, {run.fmax_tolerance}% Fmax)")
         out.append(f"{'what':8} {'preset':8} {'item':34} {'baseline':>10} {'now':>10} {'delta':>9}  verdict")
         for d in moved:
             base = d.baseline if d.baseline is not None else "-"
             out.append(f"{d.what:8} {d.preset:8} {d.item[:34]:34} {base:>10} {d.now:>10} "
                        f"{fmt_delta(d.percent):>9}  {d.verdict}")
     else:
-        out.append(f"performance and area: {len(deltas)} figures within the baselines")
+        out.append(f"performance, area and Fmax: {len(deltas)} figures within the baselines")
     if cov:
         user_hit = sum(1 for c in cov["user"].values() if c)
         out.append(f"coverage: {cov['files']} runs merged, {user_hit} of {len(cov['user'])} cover points hit; "

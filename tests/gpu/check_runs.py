@@ -2,6 +2,7 @@
 """The accelerator next to the GPU, end to end through `tessera run --json`: the tiny model and a
 GPT-2-small-shaped layer on the model accelerator and on the GPU in each precision, and a pipeline
 of both. Every op of a cuda device must be measured (a run that fell back to a projection fails),
+its energy measured through NVML where the driver has it (a board power in watts that makes sense),
 and the logits must meet the numerics targets against fp32 on the CPU: relative L2 <= 1e-4 in fp32,
 cosine >= 0.995 in bf16 and int8. Prints each run's figures.
 
@@ -34,6 +35,15 @@ def run(name, plan, precision, *args):
     gpu = [o for o in j["ops"] if o["device"].startswith("cuda")]
     check(f"{name}: every GPU op measured, none projected", all(o["time"] == "measured" for o in gpu),
           json.dumps(sorted({(o["device"], o["op"], o["time"]) for o in gpu})))
+    # Their energy: NVML's board power x each op's time; where NVML cannot be read (a driver without
+    # it) the run says projected, and this says so rather than fail: the measurement is not the run.
+    energy = {d["device"]: d for d in j["energy"]["devices"] if d["device"].startswith("cuda")}
+    if all(d["energy"] == "measured" for d in energy.values()):
+        check(f"{name}: GPU energy measured through NVML, a plausible power",
+              all(0 < d["joules"] and 10 < d["joules"] / sum(o["seconds"] for o in gpu if o["device"] == dev) < 2000
+                  for dev, d in energy.items()), json.dumps(energy))
+    else:
+        print(f"     GPU energy not measured: {json.dumps(energy)}")
     num = j["numerics"]
     target = "relative L2 <= 1e-4" if precision == "fp32" else "cosine >= 0.995"
     check(f"{name}: numerics against fp32 on the CPU within {target}", numerics_ok(precision, num), json.dumps(num))

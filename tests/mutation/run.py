@@ -2,8 +2,8 @@
 """Proof that the regression catches bugs: applies each mutation in mutations.toml to a scratch
 copy of rtl/, builds a simulator from it, and runs `scripts/regress --quick` with that simulator.
 Each mutant must fail the regression, and its report must name the first wrong write (the
-scoreboard's address, expected and actual bytes and output element, or a replay's) or the RTL
-assertion (rtl/sva) that failed.
+scoreboard's address, expected and actual bytes and output element, or a replay's), the RTL
+assertion (rtl/sva) that failed, or the action counters that disagree with the golden model.
 
   tests/mutation/run.py --build REGRESS_BUILD --work DIR [--only NAME]
 
@@ -21,12 +21,13 @@ import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# The scoreboard's first wrong AXI write, a replay's first wrong byte with its output element, or
-# the RTL assertion that failed.
+# The scoreboard's first wrong AXI write, a replay's first wrong byte with its output element, the
+# RTL assertion that failed, or the device's action counters next to the golden model's.
 NAMED_WRITE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
                          r"unexpected write of 0x[0-9a-f]+ to 0x[0-9a-f]+.*|"
                          r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*|"
-                         r"RTL assertion \S+ failed.*")
+                         r"RTL assertion \S+ failed.*|"
+                         r"counted actions .*; golden model .*")
 
 
 def main():
@@ -75,7 +76,7 @@ def main():
         failures = len(re.findall(r"^FAIL ", r.stdout, re.M))
         print(f"{'ok  ' if ok else 'FAIL'} {mut['name']} ({mut['description']}): regression "
               f"{'failed' if caught else 'PASSED'} with {failures} failing tests in {time.monotonic() - t0:.0f} s"
-              + (f"\n     first named write: {named.group(0)[:300]}" if named else "\n     no wrong write named")
+              + (f"\n     named: {named.group(0)[:300]}" if named else "\n     no wrong write, assertion or counter named")
               + ("" if ok else f"\n{r.stdout[-3000:]}{r.stderr[-2000:]}"), flush=True)
         results.append(ok)
     print(f"{sum(results)} of {len(results)} mutations caught")

@@ -121,6 +121,27 @@ class Baselines(unittest.TestCase):
         self.assertFalse(ok)
         self.assertEqual((d["dsps", "synth"].verdict, d["latches", "synth"].verdict), ("FAIL", "FAIL"))
 
+    def test_fmax_may_fall_by_its_tolerance_and_no_more(self):
+        base = {"small": {"fmax_mhz": 400.0}}
+        timing = {"fmax_mhz": 392.0, "logic_fmax_mhz": 392.0, "arrival_ps": 2551, "limited_by": "logic path"}
+        deltas, ok = baselines.compare([measured("synth", "small", "synth", timing=timing)], {}, {}, 2.0, 2.0, base, 2.0)
+        self.assertTrue(ok)
+        self.assertEqual([(d.what, d.verdict) for d in deltas], [("fmax_mhz", "ok")])
+        self.assertAlmostEqual(deltas[0].percent, -2.0)
+        slower = {**timing, "fmax_mhz": 391.9}
+        deltas, ok = baselines.compare([measured("synth", "small", "synth", timing=slower)], {}, {}, 2.0, 2.0, base, 2.0)
+        self.assertFalse(ok)
+        self.assertEqual(deltas[0].verdict, "FAIL")
+        faster = {**timing, "fmax_mhz": 410.0}
+        deltas, ok = baselines.compare([measured("synth", "default", "synth", timing=faster),
+                                        measured("synth", "small", "synth", timing=faster)], {}, {}, 2.0, 2.0, base, 2.0)
+        self.assertTrue(ok)
+        self.assertEqual([d.verdict for d in deltas], ["new", "better"])
+        # rtl/fmax.json takes the passing estimates, in the fields scripts/synth writes.
+        fmax = baselines.updated_fmax([measured("synth", "default", "synth", timing={**timing, "path": ["x"]}),
+                                       measured("synth", "small", "synth", status="fail", timing=faster)], base)
+        self.assertEqual(fmax, {"small": {"fmax_mhz": 400.0}, "default": timing})
+
     def test_update_takes_only_passing_figures_and_leaves_the_input_alone(self):
         cycles, area = baselines.updated([measured("perf", "small", "perf: a", cycles=900),
                                           measured("perf", "small", "replay: b", status="fail", cycles=1),
@@ -187,7 +208,7 @@ covers = []
 
 class Reports(unittest.TestCase):
     RUN = types.SimpleNamespace(mode="quick", presets=["small"], seed_list=[5], cycle_tolerance=2.0,
-                                area_tolerance=2.0, out=pathlib.Path("out"))
+                                area_tolerance=2.0, fmax_tolerance=2.0, out=pathlib.Path("out"))
 
     def failed_job(self):
         job = cosim_job("fail", output="log")
