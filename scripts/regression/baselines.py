@@ -6,7 +6,6 @@ import json
 
 AREA_KEYS = ["luts", "ffs", "dsps", "brams"]
 LIMITED = AREA_KEYS + ["latches"]
-FMAX_KEYS = ["fmax_mhz", "logic_fmax_mhz", "arrival_ps", "limited_by"]
 
 
 @dataclasses.dataclass
@@ -27,6 +26,16 @@ def load(path):
         return {}
 
 
+def _delta(what, preset, item, base, now, limit, higher_is_worse=True):
+    """One figure against its baseline: FAIL past `limit` percent in the worse direction, `better`
+    in the other, `new` without a baseline."""
+    if base is None:
+        return Delta(what, preset, item, None, now, None, "new")
+    pct = 100.0 * (now - base) / base if base else (0.0 if now == 0 else 100.0)
+    worse = pct if higher_is_worse else -pct
+    return Delta(what, preset, item, base, now, pct, "FAIL" if worse > limit else ("better" if worse < 0 else "ok"))
+
+
 def compare(jobs, cycles_base, area_base, cycle_tolerance, area_tolerance, fmax_base=None, fmax_tolerance=2.0):
     """The deltas of this run's cycles, area and Fmax against the baselines, and whether all are
     within budget: cycles may grow by cycle_tolerance percent, resources by area_tolerance, latches
@@ -34,33 +43,16 @@ def compare(jobs, cycles_base, area_base, cycle_tolerance, area_tolerance, fmax_
     deltas = []
     for j in jobs:
         if j.kind in ("replay", "perf") and "cycles" in j.metrics:
-            base = cycles_base.get(j.preset, {}).get(j.name)
-            now = j.metrics["cycles"]
-            verdict, pct = "new", None
-            if base:
-                pct = 100.0 * (now - base) / base
-                verdict = "FAIL" if pct > cycle_tolerance else ("better" if pct < 0 else "ok")
-            deltas.append(Delta("cycles", j.preset, j.name, base, now, pct, verdict))
+            deltas.append(_delta("cycles", j.preset, j.name, cycles_base.get(j.preset, {}).get(j.name),
+                                 j.metrics["cycles"], cycle_tolerance))
         if j.kind == "synth" and j.metrics:
             for key in LIMITED:
-                if key not in j.metrics:
-                    continue
-                base = area_base.get(j.preset, {}).get(key)
-                now = j.metrics[key]
-                verdict, pct = "new", None
-                if base is not None:
-                    pct = 100.0 * (now - base) / base if base else (0.0 if now == 0 else 100.0)
-                    limit = 0 if key == "latches" else area_tolerance
-                    verdict = "FAIL" if (now > base and pct > limit) else ("better" if now < base else "ok")
-                deltas.append(Delta(key, j.preset, "synth", base, now, pct, verdict))
+                if key in j.metrics:
+                    deltas.append(_delta(key, j.preset, "synth", area_base.get(j.preset, {}).get(key), j.metrics[key],
+                                         0 if key == "latches" else area_tolerance))
         if j.kind == "synth" and j.metrics.get("timing"):
-            base = (fmax_base or {}).get(j.preset, {}).get("fmax_mhz")
-            now = j.metrics["timing"]["fmax_mhz"]
-            verdict, pct = "new", None
-            if base:
-                pct = 100.0 * (now - base) / base
-                verdict = "FAIL" if -pct > fmax_tolerance else ("better" if now > base else "ok")
-            deltas.append(Delta("fmax_mhz", j.preset, "synth", base, now, pct, verdict))
+            deltas.append(_delta("fmax_mhz", j.preset, "synth", (fmax_base or {}).get(j.preset, {}).get("fmax_mhz"),
+                                 j.metrics["timing"]["fmax_mhz"], fmax_tolerance, higher_is_worse=False))
     return deltas, all(d.verdict != "FAIL" for d in deltas)
 
 
@@ -77,13 +69,17 @@ def updated(jobs, cycles, area):
     return cycles, area
 
 
+def fmax_entry(timing):
+    """A preset's entry in rtl/fmax.json, from scripts/synth's timing result (all but the path)."""
+    return {k: v for k, v in timing.items() if k != "path"}
+
+
 def updated_fmax(jobs, fmax):
-    """rtl/fmax.json with this run's passing estimates written in (the fields scripts/synth
-    --update-fmax writes)."""
+    """rtl/fmax.json with this run's passing estimates written in."""
     fmax = copy.deepcopy(fmax)
     for j in jobs:
         if j.status == "pass" and j.kind == "synth" and j.metrics.get("timing"):
-            fmax[j.preset] = {k: j.metrics["timing"][k] for k in FMAX_KEYS}
+            fmax[j.preset] = fmax_entry(j.metrics["timing"])
     return fmax
 
 

@@ -23,7 +23,7 @@ import tomllib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The scoreboard's first wrong AXI write, a replay's first wrong byte with its output element, the
 # RTL assertion that failed, or the device's action counters next to the golden model's.
-NAMED_WRITE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
+NAMED_FAILURE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
                          r"unexpected write of 0x[0-9a-f]+ to 0x[0-9a-f]+.*|"
                          r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*|"
                          r"RTL assertion \S+ failed.*|"
@@ -70,7 +70,7 @@ def main():
                             str(args.build), "--sim", str(build / "sim/platform/tessera-sim"), "--skip",
                             "lint,synth,coverage", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
                             "--junit", str(report / "junit.xml")], capture_output=True, text=True)
-        named = NAMED_WRITE.search(r.stdout)
+        named = NAMED_FAILURE.search(r.stdout)
         caught = r.returncode == 1 and "regression: FAIL" in r.stdout
         ok = caught and named is not None
         failures = len(re.findall(r"^FAIL ", r.stdout, re.M))
