@@ -92,14 +92,24 @@ module tsr_array #(
     assign unused_fold = fold_i ^ ^b2_i;
   end
 
-  for (genvar j = 0; j < Cols; j++) begin : g_row_out
 `ifndef SYNTHESIS
+  for (genvar j = 0; j < Cols; j++) begin : g_row_out
     logic [31:0] sum;
     assign sum = sums[row_sel_i*Cols+j];
     assign row_o[j*32 +: 32] = fault_pe_i == 16'(row_sel_i*Cols+j) ? (sum | fault_set_i) & ~fault_clr_i : sum;
-`else
-    assign row_o[j*32 +: 32] = sums[row_sel_i*Cols+j];
-`endif
   end
+`else
+  // Synthesis selects a whole row: one Rows-way choice of a Cols*32-bit vector. The per-PE index
+  // above is Cols choices among all Rows*Cols sums, which Yosys 0.23 turns into Rows*Cols*32-bit
+  // shifters and lowers for hours on the large preset. Simulation keeps the per-PE form, which
+  // fault injection needs and which simulates faster; scripts/equiv-readout proves the two equal.
+  logic [Cols*32-1:0] by_row [Rows];
+  for (genvar i = 0; i < Rows; i++) begin : g_by_row
+    for (genvar j = 0; j < Cols; j++) begin : g_by_col
+      assign by_row[i][j*32 +: 32] = sums[i*Cols+j];
+    end
+  end
+  assign row_o = by_row[row_sel_i];
+`endif
 
 endmodule

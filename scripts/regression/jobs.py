@@ -18,7 +18,7 @@ WORKLOADS = [
     ("gemm_attention_128x128x64", 128, 128, 64, []),
     ("gemm_mlp_32x512x128_acc", 32, 512, 128, ["--accumulate"]),
 ]
-KINDS = ["lint", "synth", "directed", "random", "replay", "perf", "coverage"]
+KINDS = ["lint", "equiv", "synth", "directed", "random", "replay", "perf", "coverage"]
 SIMULATIONS = ("directed", "random", "replay", "perf")
 
 
@@ -110,6 +110,10 @@ def make_jobs(args):
     if "lint" not in args.skip:
         for p in args.presets:
             jobs.append(Job("lint", "lint", p, [str(ROOT / "scripts/lint"), "--preset", p], timeout=300))
+    if "equiv" not in args.skip:
+        for i, p in enumerate(args.presets):  # the wrong readout's refusal needs checking once
+            jobs.append(Job("equiv", "equiv", p, [sys.executable, str(ROOT / "scripts/equiv"), "--preset", p]
+                            + (["--mutant"] if i == 0 else []), timeout=2400))
     if "synth" not in args.skip:
         for p in args.synth_presets:
             out = args.out / f"synth_{p}.json"
