@@ -102,7 +102,7 @@ module tsr_array #(
   // Synthesis selects a whole row: one Rows-way choice of a Cols*32-bit vector. The per-PE index
   // above is Cols choices among all Rows*Cols sums, which Yosys 0.23 turns into Rows*Cols*32-bit
   // shifters and lowers for hours on the large preset. Simulation keeps the per-PE form, which
-  // fault injection needs and which simulates faster; scripts/equiv-readout proves the two equal.
+  // fault injection needs and which simulates faster; scripts/equiv proves the two equal.
   logic [Cols*32-1:0] by_row [Rows];
   for (genvar i = 0; i < Rows; i++) begin : g_by_row
     for (genvar j = 0; j < Cols; j++) begin : g_by_col
