@@ -68,7 +68,7 @@ def main():
         report = args.work / f"report_{mut['name']}"
         r = subprocess.run([str(ROOT / "scripts/regress"), "--quick", "--no-build", "--build",
                             str(args.build), "--sim", str(build / "sim/platform/tessera-sim"), "--skip",
-                            "lint,synth,coverage", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
+                            "lint,equiv,synth,coverage", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
                             "--junit", str(report / "junit.xml")], capture_output=True, text=True)
         named = NAMED_FAILURE.search(r.stdout)
         caught = r.returncode == 1 and "regression: FAIL" in r.stdout
