@@ -6,6 +6,7 @@ module tsr_csr #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
+  parameter bit          Bf16 = 1'b0,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned NumCounters = tsr_pkg::NUM_COUNTERS
 ) (
@@ -87,7 +88,7 @@ module tsr_csr #(
     unique case (s_araddr_i)
       tsr_pkg::CSR_ID:          rword = tsr_pkg::ENGINE_ID;
       tsr_pkg::CSR_VERSION:     rword = {16'(tsr_pkg::VERSION_MAJOR), 16'(tsr_pkg::VERSION_MINOR)};
-      tsr_pkg::CSR_CFG_ARRAY:   rword = {11'd0, 1'(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth)), 4'd0, 8'(Cols), 8'(Rows)};
+      tsr_pkg::CSR_CFG_ARRAY:   rword = {10'd0, Bf16, 1'(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth)), 4'd0, 8'(Cols), 8'(Rows)};
       tsr_pkg::CSR_CFG_MEM:     rword = {8'(MaxReads), 8'(AxiDataWidth / 8), 16'(KMax)};
       tsr_pkg::CSR_CFG_ADDR:    rword = {8'd0, 16'(tsr_pkg::ALIGN_BYTES), 8'(AddrWidth)};
       tsr_pkg::CSR_SCRATCH:     rword = scratch_q;

@@ -9,6 +9,7 @@ module tsr_ctrl #(
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
+  parameter bit          Bf16 = 1'b0,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
   localparam int unsigned KW = $clog2(KMax)
@@ -97,7 +98,7 @@ module tsr_ctrl #(
   assign desc_addr = ring_base_i + (64'(head_q) << DescShift);
 
   // ---------------------------------------------------------------- descriptor checks
-  tsr_desc_check #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_check (
+  tsr_desc_check #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(Bf16)) u_check (
     .desc_i     (desc),
     .desc_addr_i(desc_addr),
     .code_o     (chk_code_d),

@@ -5,7 +5,8 @@ module tsr_desc_check #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
-  parameter int unsigned AxiDataWidth = 256
+  parameter int unsigned AxiDataWidth = 256,
+  parameter bit          Bf16 = 1'b0
 ) (
   input  tsr_pkg::desc_t desc_i,
   input  logic [63:0]    desc_addr_i,   // where the descriptor sits (ERR_ADDR of descriptor faults)
@@ -15,12 +16,21 @@ module tsr_desc_check #(
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS;
   localparam int unsigned NumChecked = 11;
 
-  logic int8, fold_bad_mode, fold_bad_dim;
+  logic int8, bf16, prec_bad, mode_bad, fold_bad_mode, fold_bad_dim;
+  logic [33:0] out_row_bytes;
   assign int8 = desc_i.out_mode == tsr_pkg::OUT_INT8;
+  assign bf16 = desc_i.precision == tsr_pkg::PREC_BF16;
+  assign prec_bad = !(desc_i.precision == tsr_pkg::PREC_INT8 || (Bf16 && bf16));
+  // Each precision has its two output modes; RELU is the float modes' (int8 clamps instead).
+  assign mode_bad = (bf16 ? desc_i.out_mode < tsr_pkg::OUT_FP32 : desc_i.out_mode > tsr_pkg::OUT_INT8) ||
+                    (desc_i.relu && !bf16);
   // FOLD: only where the array supports it, with plain int32 results, and within one band.
-  assign fold_bad_mode = desc_i.fold && (!tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth) || int8 ||
+  assign fold_bad_mode = desc_i.fold && (!tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth) || bf16 || int8 ||
                                          desc_i.bias || desc_i.accumulate);
   assign fold_bad_dim  = desc_i.fold && (desc_i.m > 32'(Rows / 2) || desc_i.k > 32'(KMax / 2));
+  // A C row's bytes: int8 1, bf16 2, int32 and fp32 4 per element.
+  assign out_row_bytes = int8 ? 34'(desc_i.n) :
+                         desc_i.out_mode == tsr_pkg::OUT_BF16 ? {1'b0, desc_i.n, 1'b0} : {desc_i.n, 2'b00};
 
   // The addresses and strides, each with whether this descriptor uses it and whether it is an
   // address (checked against the address width) or a stride.
@@ -48,11 +58,15 @@ module tsr_desc_check #(
       code_o = tsr_pkg::ERR_OPCODE;
       addr_o = desc_addr_i;
     end else if (desc_i.opcode == tsr_pkg::OP_GEMM) begin
-      if (desc_i.out_mode > tsr_pkg::OUT_INT8 || fold_bad_mode) begin
+      if (prec_bad) begin
+        code_o = tsr_pkg::ERR_PRECISION;
+        addr_o = desc_addr_i;
+      end else if (mode_bad || fold_bad_mode) begin
         code_o = tsr_pkg::ERR_MODE;
         addr_o = desc_addr_i;
       end else if (desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
-                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > KMax || fold_bad_dim) begin
+                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > (bf16 ? 32'(KMax / 2) : 32'(KMax)) ||
+                   fold_bad_dim) begin
         code_o = tsr_pkg::ERR_DIM;
         addr_o = desc_addr_i;
       end else if (int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max)) begin
@@ -66,13 +80,14 @@ module tsr_desc_check #(
           end
         end
         if (code_o == tsr_pkg::ERR_NONE) begin
-          if (desc_i.lda < desc_i.k) begin
+          // bf16 operands are two bytes each
+          if (33'(desc_i.lda) < (bf16 ? {desc_i.k, 1'b0} : 33'(desc_i.k))) begin
             code_o = tsr_pkg::ERR_STRIDE;
             addr_o = 64'(desc_i.lda);
-          end else if (desc_i.ldb < desc_i.n) begin
+          end else if (33'(desc_i.ldb) < (bf16 ? {desc_i.n, 1'b0} : 33'(desc_i.n))) begin
             code_o = tsr_pkg::ERR_STRIDE;
             addr_o = 64'(desc_i.ldb);
-          end else if (34'(desc_i.ldc) < (int8 ? 34'(desc_i.n) : {desc_i.n, 2'b00})) begin
+          end else if (34'(desc_i.ldc) < out_row_bytes) begin
             code_o = tsr_pkg::ERR_STRIDE;
             addr_o = 64'(desc_i.ldc);
           end else if (desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00}) begin

@@ -43,6 +43,12 @@ package tsr_pkg;
   // Output modes
   localparam logic [1:0] OUT_INT32 = 2'd0;
   localparam logic [1:0] OUT_INT8 = 2'd1;
+  localparam logic [1:0] OUT_FP32 = 2'd2;
+  localparam logic [1:0] OUT_BF16 = 2'd3;
+
+  // Operand precisions
+  localparam logic [1:0] PREC_INT8 = 2'd0;
+  localparam logic [1:0] PREC_BF16 = 2'd1;
 
   // Error codes
   localparam logic [7:0] ERR_NONE = 8'd0;
@@ -56,18 +62,22 @@ package tsr_pkg;
   localparam logic [7:0] ERR_RING = 8'd8;
   localparam logic [7:0] ERR_AXI_RD = 8'd9;
   localparam logic [7:0] ERR_AXI_WR = 8'd10;
+  localparam logic [7:0] ERR_PRECISION = 8'd11;
 
   // Descriptor flag bits (bit numbers within word 0)
   localparam int unsigned FLAG_BIAS = 16;
   localparam int unsigned FLAG_ACCUMULATE = 17;
   localparam int unsigned FLAG_IRQ = 18;
   localparam int unsigned FLAG_FOLD = 19;
+  localparam int unsigned FLAG_RELU = 20;
 
   // Descriptor fields: bit position in the whole descriptor and width
   localparam int unsigned D_OPCODE_LSB = 0;
   localparam int unsigned D_OPCODE_BITS = 8;
   localparam int unsigned D_OUT_MODE_LSB = 8;
   localparam int unsigned D_OUT_MODE_BITS = 2;
+  localparam int unsigned D_PRECISION_LSB = 12;
+  localparam int unsigned D_PRECISION_BITS = 2;
   localparam int unsigned D_FLAGS_LSB = 16;
   localparam int unsigned D_FLAGS_BITS = 16;
   localparam int unsigned D_M_LSB = 32;
@@ -129,17 +139,20 @@ package tsr_pkg;
     logic [31:0] k;
     logic [31:0] n;
     logic [31:0] m;
-    logic [11:0] rsvd_20;
+    logic [10:0] rsvd_21;
+    logic relu;
     logic fold;
     logic irq;
     logic accumulate;
     logic bias;
-    logic [5:0] rsvd_10;
+    logic [1:0] rsvd_14;
+    logic [1:0] precision;
+    logic [1:0] rsvd_10;
     logic [1:0] out_mode;
     logic [7:0] opcode;
   } desc_t;
   // The bits of desc_t that are not reserved
-  localparam logic [DESC_BITS-1:0] DESC_FIELD_BITS = 1024'hffffffff00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff000f03ff;
+  localparam logic [DESC_BITS-1:0] DESC_FIELD_BITS = 1024'hffffffff00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff001f33ff;
 
   // The GEMM configuration the control unit hands the GEMM units once the checks passed
   typedef struct packed {
@@ -220,6 +233,8 @@ package tsr_pkg;
   localparam int unsigned CFG_ARRAY_DATAFLOW_BITS = 4;
   localparam int unsigned CFG_ARRAY_FOLD_LSB = 20;
   localparam int unsigned CFG_ARRAY_FOLD_BITS = 1;
+  localparam int unsigned CFG_ARRAY_BF16_LSB = 21;
+  localparam int unsigned CFG_ARRAY_BF16_BITS = 1;
   localparam int unsigned CFG_MEM_K_MAX_LSB = 0;
   localparam int unsigned CFG_MEM_K_MAX_BITS = 16;
   localparam int unsigned CFG_MEM_AXI_BYTES_LSB = 16;

@@ -11,6 +11,7 @@ module tsr_top #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
+  parameter bit          Bf16 = 1'b0,   // the BF16 precision (CFG_ARRAY.BF16); not built yet
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
 ) (
   input  logic                      clk_i,
@@ -126,7 +127,8 @@ module tsr_top #(
   logic [BeatShift:0] wr_bytes;
 
   tsr_csr #(
-    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)
+    .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads),
+    .Bf16(Bf16)
   ) u_csr (
     .clk_i, .rst_ni,
     .s_awvalid_i (s_axil_awvalid_i), .s_awready_o(s_axil_awready_o), .s_awaddr_i(s_axil_awaddr_i),
@@ -155,7 +157,7 @@ module tsr_top #(
     .irq_o
   );
 
-  tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_ctrl (
+  tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(Bf16)) u_ctrl (
     .clk_i, .rst_ni,
     .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
     .ring_size_i(ring_size), .ring_tail_i(ring_tail),

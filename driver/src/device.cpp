@@ -61,6 +61,7 @@ EngineConfig Properties::engine() const {
   c.max_reads = max_reads;
   c.addr_bits = addr_bits;
   c.fold = fold;
+  c.bf16 = bf16;
   return c;
 }
 
@@ -120,6 +121,7 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   props_.cols = (arr >> 8) & 0xff;
   // dataflow=classic: use the engine as if it had no FOLD (to compare the two)
   props_.fold = (arr & csr::CFG_ARRAY_FOLD_MASK) != 0 && dataflow == "auto";
+  props_.bf16 = (arr & csr::CFG_ARRAY_BF16_MASK) != 0;
   props_.k_max = mem & 0xffff;
   props_.axi_bytes = (mem >> 16) & 0xff;
   props_.max_reads = mem >> 24;
@@ -128,7 +130,7 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   props_.mem_bytes = backend_->mem_size();
   for (const auto& p : spec::kPresets)
     if (p.rows == props_.rows && p.cols == props_.cols && p.k_max == props_.k_max &&
-        p.axi_data_bits == props_.axi_bytes * 8)
+        p.axi_data_bits == props_.axi_bytes * 8 && (p.bf16 != 0) == props_.bf16)
       props_.preset = std::string(p.name);
   if (props_.rows == 0 || props_.cols == 0 || props_.axi_bytes == 0 || props_.align == 0 ||
       (props_.align & (props_.align - 1)))

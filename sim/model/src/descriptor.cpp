@@ -31,6 +31,7 @@ DescriptorBytes encode(const Descriptor& d) {
   Words w{};
   put(w, D::OPCODE, d.opcode);
   put(w, D::OUT_MODE, d.out_mode);
+  put(w, D::PRECISION, d.precision);
   w[0] |= d.flags & 0xffff0000u;
   put(w, D::M, d.m);
   put(w, D::N, d.n);
@@ -62,6 +63,7 @@ Descriptor decode(std::span<const uint8_t, spec::kDescBytes> bytes) {
   Descriptor d;
   d.opcode = static_cast<uint8_t>(get(w, D::OPCODE));
   d.out_mode = static_cast<uint8_t>(get(w, D::OUT_MODE));
+  d.precision = static_cast<uint8_t>(get(w, D::PRECISION));
   d.flags = w[0] & 0xffff0000u;
   d.m = static_cast<uint32_t>(get(w, D::M));
   d.n = static_cast<uint32_t>(get(w, D::N));

@@ -15,6 +15,7 @@ EngineConfig EngineConfig::from_preset(const spec::Preset& p) {
   c.axi_bytes = p.axi_data_bits / 8;
   c.max_reads = p.max_reads;
   c.fold = fold_ok(c.rows, c.cols, c.axi_bytes);
+  c.bf16 = p.bf16 != 0;
   return c;
 }
 

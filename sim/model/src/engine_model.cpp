@@ -20,7 +20,8 @@ uint32_t EngineModel::csr_read(uint32_t offset) {
   switch (offset) {
     case csr::ID: return spec::kEngineId;
     case csr::VERSION: return (spec::kVersionMajor << 16) | spec::kVersionMinor;
-    case csr::CFG_ARRAY: return cfg_.rows | (cfg_.cols << 8) | (cfg_.fold ? csr::CFG_ARRAY_FOLD_MASK : 0);
+    case csr::CFG_ARRAY: return cfg_.rows | (cfg_.cols << 8) | (cfg_.fold ? csr::CFG_ARRAY_FOLD_MASK : 0) |
+                                 (cfg_.bf16 ? csr::CFG_ARRAY_BF16_MASK : 0);
     case csr::CFG_MEM: return cfg_.k_max | (cfg_.axi_bytes << 16) | (cfg_.max_reads << 24);
     case csr::CFG_ADDR: return cfg_.addr_bits | (spec::kAlignBytes << 8);
     case csr::SCRATCH: return scratch_;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/model/bf16_numerics.hpp"
 #include "tessera/model/numerics.hpp"
 
 namespace tessera {
@@ -20,12 +21,18 @@ Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg)
   const auto op = static_cast<spec::Opcode>(d.opcode);
   if (op != spec::Opcode::kGemm && op != spec::Opcode::kNop) return {ErrorCode::kOpcode, desc_addr};
   if (op == spec::Opcode::kNop) return {};
+  const bool bf16 = d.bf16();
+  if (d.precision != static_cast<uint8_t>(spec::Precision::kInt8) && !(bf16 && cfg.bf16))
+    return {ErrorCode::kPrecision, desc_addr};
   const bool fold = d.has(D::FLAG_FOLD);
-  if (d.out_mode > static_cast<uint8_t>(spec::OutMode::kInt8) ||
-      (fold && (!cfg.fold || d.int8_out() || d.has(D::FLAG_BIAS) || d.has(D::FLAG_ACCUMULATE))))
+  // Each precision has its two output modes; RELU is the float modes' (int8 clamps instead).
+  const bool mode_ok = bf16 ? d.out_mode >= static_cast<uint8_t>(spec::OutMode::kFp32)
+                            : d.out_mode <= static_cast<uint8_t>(spec::OutMode::kInt8);
+  if (!mode_ok || (d.has(D::FLAG_RELU) && !bf16) ||
+      (fold && (!cfg.fold || bf16 || d.int8_out() || d.has(D::FLAG_BIAS) || d.has(D::FLAG_ACCUMULATE))))
     return {ErrorCode::kMode, desc_addr};
-  if (d.m == 0 || d.n == 0 || d.k == 0 || d.m > spec::kDimMax || d.n > spec::kDimMax || d.k > cfg.k_max ||
-      (fold && (d.m > cfg.rows / 2 || d.k > cfg.k_max / 2)))
+  if (d.m == 0 || d.n == 0 || d.k == 0 || d.m > spec::kDimMax || d.n > spec::kDimMax ||
+      d.k > (bf16 ? cfg.k_max / 2 : cfg.k_max) || (fold && (d.m > cfg.rows / 2 || d.k > cfg.k_max / 2)))
     return {ErrorCode::kDim, desc_addr};
   if (d.int8_out() && d.act_min > d.act_max) return {ErrorCode::kParam, desc_addr};
 
@@ -42,8 +49,8 @@ Fault validate(const Descriptor& d, uint64_t desc_addr, const EngineConfig& cfg)
   };
   for (const auto& it : items)
     if (it.used && it.value % spec::kAlignBytes != 0) return {ErrorCode::kAlign, it.value};
-  if (d.lda < d.k) return {ErrorCode::kStride, d.lda};
-  if (d.ldb < d.n) return {ErrorCode::kStride, d.ldb};
+  if (d.lda < uint64_t{d.k} * d.in_bytes()) return {ErrorCode::kStride, d.lda};
+  if (d.ldb < uint64_t{d.n} * d.in_bytes()) return {ErrorCode::kStride, d.ldb};
   if (d.ldc < uint64_t{d.n} * d.out_bytes()) return {ErrorCode::kStride, d.ldc};
   if (acc && d.ldcin < uint64_t{d.n} * 4) return {ErrorCode::kStride, d.ldcin};
   const uint64_t limit = cfg.addr_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << cfg.addr_bits);
@@ -65,6 +72,36 @@ bool outside(const Memory& mem, uint64_t addr, uint64_t rows, uint64_t stride, u
   return true;
 }
 
+// The BF16 precision on a checked descriptor: each PE's sum runs over k in order, one fused
+// multiply-add a step (bf16_numerics.hpp); then the epilogue adds C_in, then the bias, each
+// rounded, applies RELU and rounds to the output mode.
+void execute_bf16(const Descriptor& d, Memory& mem, const EngineConfig& cfg, const FaultConfig& stuck) {
+  const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), relu = d.has(D::FLAG_RELU);
+  const bool bf16_out = d.out_mode == static_cast<uint8_t>(spec::OutMode::kBf16);
+  std::vector<uint32_t> row(d.n);
+  for (uint32_t m = 0; m < d.m; ++m) {
+    std::fill(row.begin(), row.end(), numerics::kFp32NegZero);
+    for (uint32_t k = 0; k < d.k; ++k) {
+      const uint16_t a = mem.load<uint16_t>(d.a_addr + uint64_t{m} * d.lda + 2ull * k);
+      const uint64_t b_row = d.b_addr + uint64_t{k} * d.ldb;
+      for (uint32_t n = 0; n < d.n; ++n) row[n] = numerics::bf16_fma(row[n], a, mem.load<uint16_t>(b_row + 2ull * n));
+    }
+    if (stuck.kind == FaultConfig::Kind::kStuck && m % cfg.rows == stuck.row)  // as for int8: PE (m % R, n % C)
+      for (uint32_t n = stuck.col; n < d.n; n += cfg.cols) row[n] = stuck.force(row[n]);
+    for (uint32_t n = 0; n < d.n; ++n) {
+      uint32_t v = row[n];
+      if (acc) v = numerics::fp32_add(v, mem.load<uint32_t>(d.cin_addr + uint64_t{m} * d.ldcin + 4ull * n));
+      if (bias) v = numerics::fp32_add(v, mem.load<uint32_t>(d.bias_addr + 4ull * n));
+      if (relu) v = numerics::fp32_relu(v);
+      const uint64_t out = d.c_addr + uint64_t{m} * d.ldc + uint64_t{n} * d.out_bytes();
+      if (bf16_out)
+        mem.store<uint16_t>(out, numerics::fp32_to_bf16(v));
+      else
+        mem.store<uint32_t>(out, v);
+    }
+  }
+}
+
 }  // namespace
 
 Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const EngineConfig& cfg,
@@ -75,7 +112,9 @@ Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const Engine
   const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), q = d.int8_out();
   const uint32_t beat = cfg.axi_bytes;
   uint64_t bad = 0;
-  if (outside(mem, d.a_addr, d.m, d.lda, d.k, beat, bad) || outside(mem, d.b_addr, d.k, d.ldb, d.n, beat, bad) ||
+  const uint32_t in = d.in_bytes();
+  if (outside(mem, d.a_addr, d.m, d.lda, uint64_t{in} * d.k, beat, bad) ||
+      outside(mem, d.b_addr, d.k, d.ldb, uint64_t{in} * d.n, beat, bad) ||
       (acc && outside(mem, d.cin_addr, d.m, d.ldcin, uint64_t{4} * d.n, beat, bad)) ||
       (bias && outside(mem, d.bias_addr, 1, 0, uint64_t{4} * d.n, beat, bad)) ||
       (q && (outside(mem, d.mult_addr, 1, 0, uint64_t{4} * d.n, beat, bad) ||
@@ -87,6 +126,10 @@ Fault execute(const Descriptor& d, uint64_t desc_addr, Memory& mem, const Engine
       if (s < spec::kShiftMin || s > spec::kShiftMax) return {ErrorCode::kParam, d.shift_addr + n};
     }
   if (outside(mem, d.c_addr, d.m, d.ldc, uint64_t{d.out_bytes()} * d.n, 1, bad)) return {ErrorCode::kAxiWr, bad};
+  if (d.bf16()) {
+    execute_bf16(d, mem, cfg, stuck);
+    return {};
+  }
 
   std::vector<int32_t> row(d.n);
   for (uint32_t m = 0; m < d.m; ++m) {
@@ -136,7 +179,7 @@ ActionCounts actions_of_tiles(uint64_t tiles, const Descriptor& d, const EngineC
   a.descs = 1;
   a.tiles = tiles;
   a.steps = tiles * d.k;
-  a.spad_read_bytes = a.steps * (r + block_cols) + tiles * r * row_bytes;
+  a.spad_read_bytes = a.steps * (r + block_cols) * d.in_bytes() + tiles * r * row_bytes;
   return a;
 }
 

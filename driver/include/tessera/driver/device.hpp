@@ -100,6 +100,7 @@ struct Properties {
   uint32_t rows = 0, cols = 0, k_max = 0, axi_bytes = 0, max_reads = 0, addr_bits = 0, align = 0;
   uint64_t mem_bytes = 0;
   bool fold = false;   // the FOLD dataflow for small M (CFG_ARRAY.FOLD)
+  bool bf16 = false;   // the BF16 precision (CFG_ARRAY.BF16)
   std::string preset;  // the named preset these parameters match, if any
   EngineConfig engine() const;
 };

@@ -10,9 +10,10 @@
 namespace tessera {
 
 struct Descriptor {
-  // opcode and out_mode are raw bytes: a descriptor read from memory may hold illegal values.
+  // opcode, out_mode and precision are raw: a descriptor read from memory may hold illegal values.
   uint8_t opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
   uint8_t out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
+  uint8_t precision = static_cast<uint8_t>(spec::Precision::kInt8);
   uint32_t flags = 0;  // spec::desc::FLAG_* bits of word 0
   uint32_t m = 0, n = 0, k = 0;
   uint64_t a_addr = 0, b_addr = 0, c_addr = 0, cin_addr = 0;
@@ -23,7 +24,12 @@ struct Descriptor {
 
   bool has(uint32_t flag) const { return (flags & flag) != 0; }
   bool int8_out() const { return out_mode == static_cast<uint8_t>(spec::OutMode::kInt8); }
-  uint32_t out_bytes() const { return int8_out() ? 1 : 4; }
+  bool bf16() const { return precision == static_cast<uint8_t>(spec::Precision::kBf16); }
+  // Bytes per element of A and B, and of C.
+  uint32_t in_bytes() const { return bf16() ? 2 : 1; }
+  uint32_t out_bytes() const {
+    return int8_out() ? 1 : out_mode == static_cast<uint8_t>(spec::OutMode::kBf16) ? 2 : 4;
+  }
 };
 
 using DescriptorBytes = std::array<uint8_t, spec::kDescBytes>;

@@ -13,7 +13,8 @@ struct EngineConfig {
   uint32_t rows = 16, cols = 16, k_max = 4096;
   uint32_t axi_bytes = 32, max_reads = 16;
   uint32_t addr_bits = spec::kAddrBits;
-  bool fold = true;  // CFG_ARRAY.FOLD: the FOLD dataflow for small M
+  bool fold = true;   // CFG_ARRAY.FOLD: the FOLD dataflow for small M
+  bool bf16 = false;  // CFG_ARRAY.BF16: the BF16 precision
 
   // Whether an array of this shape and bus supports FOLD (tsr_int_pkg::fold_ok).
   static bool fold_ok(uint32_t rows, uint32_t cols, uint32_t axi_bytes) { return rows % 2 == 0 && 2 * cols <= axi_bytes; }

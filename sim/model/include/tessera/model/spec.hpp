@@ -57,12 +57,29 @@ constexpr std::string_view to_string(Opcode v) {
 enum class OutMode : uint8_t {
   kInt32 = 0,  // C[m][n] = acc, int32 little-endian
   kInt8 = 1,  // C[m][n] = clamp(out_zp + MultiplyByQuantizedMultiplier(acc, mult[n], shift[n]), act_min, act_max)
+  kFp32 = 2,  // BF16 precision: C[m][n] = acc, fp32 little-endian
+  kBf16 = 3,  // BF16 precision: C[m][n] = acc rounded to bf16 (nearest even), little-endian
 };
 
 constexpr std::string_view to_string(OutMode v) {
   switch (v) {
     case OutMode::kInt32: return "int32";
     case OutMode::kInt8: return "int8";
+    case OutMode::kFp32: return "fp32";
+    case OutMode::kBf16: return "bf16";
+  }
+  return "unknown";
+}
+
+enum class Precision : uint8_t {
+  kInt8 = 0,  // int8 operands, int32 accumulation; output modes INT32 and INT8
+  kBf16 = 1,  // bf16 operands, fp32 accumulation; output modes FP32 and BF16; K at most k_max / 2 (CFG_ARRAY.BF16)
+};
+
+constexpr std::string_view to_string(Precision v) {
+  switch (v) {
+    case Precision::kInt8: return "int8";
+    case Precision::kBf16: return "bf16";
   }
   return "unknown";
 }
@@ -70,15 +87,16 @@ constexpr std::string_view to_string(OutMode v) {
 enum class ErrorCode : uint8_t {
   kNone = 0,  // no error
   kOpcode = 1,  // unknown opcode; ERR_ADDR holds the descriptor's address
-  kMode = 2,  // unknown output mode, or FOLD where the engine lacks it or with INT8 output, BIAS or ACCUMULATE; ERR_ADDR holds the descriptor's address
-  kDim = 3,  // M, N or K is zero, M or N is above dim_max, or K is above k_max; with FOLD, M above R/2 or K above k_max/2; ERR_ADDR holds the descriptor's address
+  kMode = 2,  // an output mode unknown or not of the descriptor's precision, RELU with INT8 precision, or FOLD with BF16 precision or where the engine lacks it or with INT8 output, BIAS or ACCUMULATE; ERR_ADDR holds the descriptor's address
+  kDim = 3,  // M, N or K is zero, M or N is above dim_max, or K is above k_max (k_max / 2 with BF16 precision); with FOLD, M above R/2 or K above k_max/2; ERR_ADDR holds the descriptor's address
   kParam = 4,  // act_min > act_max (ERR_ADDR: descriptor address), or a shift outside [shift_min, shift_max] (ERR_ADDR: that shift byte's address)
   kAlign = 5,  // a used address or row stride is not a multiple of align_bytes; ERR_ADDR holds the offending value
-  kStride = 6,  // a row stride is shorter than its row (lda < K, ldb < N, ldc < N x element size, ldcin < 4N); ERR_ADDR holds the stride
+  kStride = 6,  // a row stride is shorter than its row (lda < K x operand size, ldb < N x operand size, ldc < N x output element size, ldcin < 4N); ERR_ADDR holds the stride
   kAddr = 7,  // a used address is beyond the engine's address width; ERR_ADDR holds the address
   kRing = 8,  // bad ring set-up: size zero, not a power of two or above ring_max_entries, base not a multiple of desc_bytes, or a tail at or above the size; ERR_ADDR holds the offending value
   kAxiRd = 9,  // a read burst got SLVERR or DECERR; ERR_ADDR holds the burst's address
   kAxiWr = 10,  // a write burst got SLVERR or DECERR; ERR_ADDR holds the burst's address
+  kPrecision = 11,  // a precision the engine was not built with (CFG_ARRAY.BF16) or a reserved one; checked after OPCODE; ERR_ADDR holds the descriptor's address
 };
 
 constexpr std::string_view to_string(ErrorCode v) {
@@ -94,6 +112,7 @@ constexpr std::string_view to_string(ErrorCode v) {
     case ErrorCode::kRing: return "ring";
     case ErrorCode::kAxiRd: return "axi_rd";
     case ErrorCode::kAxiWr: return "axi_wr";
+    case ErrorCode::kPrecision: return "precision";
   }
   return "unknown";
 }
@@ -105,12 +124,13 @@ struct Preset {
   uint32_t k_max;
   uint32_t axi_data_bits;
   uint32_t max_reads;
+  uint32_t bf16;
 };
 
 inline constexpr std::array<Preset, 3> kPresets{{
-    {"small", 4, 4, 4096, 256, 16},
-    {"default", 16, 16, 4096, 256, 64},
-    {"large", 32, 32, 4096, 512, 64},
+    {"small", 4, 4, 4096, 256, 16, 0},
+    {"default", 16, 16, 4096, 256, 64, 0},
+    {"large", 32, 32, 4096, 512, 64, 0},
 }};
 
 // Descriptor layout: 32-bit words; 64-bit fields span word and word + 1.
@@ -120,15 +140,16 @@ struct Field {
 };
 inline constexpr Field OPCODE{0, 0, 8};  // an opcode below
 inline constexpr Field OUT_MODE{0, 8, 2};  // an output mode below
+inline constexpr Field PRECISION{0, 12, 2};  // operand precision below: INT8 (0) or BF16 (1)
 inline constexpr Field FLAGS{0, 16, 16};  // flag bits (numbered in the whole word)
 inline constexpr Field M{1, 0, 32};  // rows of A and C
 inline constexpr Field N{2, 0, 32};  // columns of B and C
 inline constexpr Field K{3, 0, 32};  // columns of A, rows of B
-inline constexpr Field A_ADDR{4, 0, 64};  // A: M x K int8, row-major
-inline constexpr Field B_ADDR{6, 0, 64};  // B: K x N int8, row-major
-inline constexpr Field C_ADDR{8, 0, 64};  // C: M x N, int32 or int8 by OUT_MODE
-inline constexpr Field CIN_ADDR{10, 0, 64};  // C_in: M x N int32 (ACCUMULATE); may equal C_ADDR in int32 mode
-inline constexpr Field BIAS_ADDR{12, 0, 64};  // bias: N int32 (BIAS)
+inline constexpr Field A_ADDR{4, 0, 64};  // A: M x K int8 (bf16 with BF16 precision), row-major
+inline constexpr Field B_ADDR{6, 0, 64};  // B: K x N int8 (bf16 with BF16 precision), row-major
+inline constexpr Field C_ADDR{8, 0, 64};  // C: M x N, int32, int8, fp32 or bf16 by OUT_MODE
+inline constexpr Field CIN_ADDR{10, 0, 64};  // C_in: M x N int32 (fp32 with BF16 precision) (ACCUMULATE); may equal C_ADDR in int32 or fp32 mode
+inline constexpr Field BIAS_ADDR{12, 0, 64};  // bias: N int32 (fp32 with BF16 precision) (BIAS)
 inline constexpr Field MULT_ADDR{14, 0, 64};  // requantization multipliers: N int32 (INT8)
 inline constexpr Field SHIFT_ADDR{16, 0, 64};  // requantization shifts: N int8 (INT8)
 inline constexpr Field LDA{18, 0, 32};  // A row stride in bytes
@@ -139,10 +160,11 @@ inline constexpr Field OUT_ZP{22, 0, 8};  // int8 output zero point (INT8)
 inline constexpr Field ACT_MIN{22, 8, 8};  // int8 clamp low (INT8); ReLU is ACT_MIN = OUT_ZP
 inline constexpr Field ACT_MAX{22, 16, 8};  // int8 clamp high (INT8)
 inline constexpr Field TAG{23, 0, 32};  // free for software; copied to LAST_TAG on completion
-inline constexpr uint32_t FLAG_BIAS = 1u << 16;  // add bias[n] (int32 per column)
-inline constexpr uint32_t FLAG_ACCUMULATE = 1u << 17;  // add C_in[m][n] (int32, read from cin_addr)
+inline constexpr uint32_t FLAG_BIAS = 1u << 16;  // add bias[n] (int32 per column; fp32 with BF16 precision)
+inline constexpr uint32_t FLAG_ACCUMULATE = 1u << 17;  // add C_in[m][n] (int32, fp32 with BF16 precision; read from cin_addr)
 inline constexpr uint32_t FLAG_IRQ = 1u << 18;  // raise the DONE interrupt when this descriptor completes
 inline constexpr uint32_t FLAG_FOLD = 1u << 19;  // small-M dataflow (CFG_ARRAY.FOLD): rows R/2..R-1 compute the next C columns, so one B beat feeds 2C columns; needs M <= R/2, K <= k_max/2, INT32 output, no BIAS or ACCUMULATE
+inline constexpr uint32_t FLAG_RELU = 1u << 20;  // BF16 precision: C[m][n] = max(acc, +0), NaN kept (INT8 output has ReLU as ACT_MIN = OUT_ZP)
 }  // namespace desc
 
 // CSR byte offsets and fields.
@@ -198,6 +220,8 @@ inline constexpr uint32_t CFG_ARRAY_DATAFLOW_LSB = 16;
 inline constexpr uint32_t CFG_ARRAY_DATAFLOW_MASK = 0xf0000u;
 inline constexpr uint32_t CFG_ARRAY_FOLD_LSB = 20;
 inline constexpr uint32_t CFG_ARRAY_FOLD_MASK = 0x100000u;
+inline constexpr uint32_t CFG_ARRAY_BF16_LSB = 21;
+inline constexpr uint32_t CFG_ARRAY_BF16_MASK = 0x200000u;
 inline constexpr uint32_t CFG_MEM_K_MAX_LSB = 0;
 inline constexpr uint32_t CFG_MEM_K_MAX_MASK = 0xffffu;
 inline constexpr uint32_t CFG_MEM_AXI_BYTES_LSB = 16;
@@ -238,7 +262,7 @@ struct Register {
 inline constexpr std::array<Register, 39> kRegisters{{
     {"ID", 0x000, Access::kRo, 0xffffffffu, 0x00000000u},
     {"VERSION", 0x004, Access::kRo, 0xffffffffu, 0x00000000u},
-    {"CFG_ARRAY", 0x008, Access::kRo, 0x001fffffu, 0x00000000u},
+    {"CFG_ARRAY", 0x008, Access::kRo, 0x003fffffu, 0x00000000u},
     {"CFG_MEM", 0x00c, Access::kRo, 0xffffffffu, 0x00000000u},
     {"CFG_ADDR", 0x010, Access::kRo, 0x00ffffffu, 0x00000000u},
     {"SCRATCH", 0x014, Access::kRw, 0xffffffffu, 0x00000000u},
