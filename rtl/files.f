@@ -1,5 +1,6 @@
 tsr_pkg.sv
 tsr_int_pkg.sv
+tsr_fp_pkg.sv
 tsr_fifo.sv
 tsr_gemm_cfg.sv
 tsr_desc_check.sv

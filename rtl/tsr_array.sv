@@ -7,6 +7,9 @@
 // operands and controls, row for row, and its top row takes b2_i instead of the B operands coming
 // down from above, so it computes the same rows of A against the next Cols columns of B.
 //
+// With Bf16 the operands are 16 bits wide and bf16_i, the GEMM's precision, reaches every PE: bf16
+// operands, fp32 sums (tsr_pe). FOLD is int8 only, so b2_i stays a byte per column.
+//
 // Simulation builds can force bits of one PE's result register (fault_pe_i = row * Cols + col; all
 // ones selects none), a stuck-at defect for the health checks to find. It is applied where that
 // register is read, so the other PEs carry no extra logic and the simulation keeps its speed.
@@ -14,17 +17,20 @@ module tsr_array #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter bit          Fold = 1'b1,
+  parameter bit          Bf16 = 1'b0,
+  localparam int unsigned OpW = Bf16 ? 16 : 8,
   localparam int unsigned RowW = $clog2(Rows),
   localparam int unsigned Half = Rows / 2
 ) (
   input  logic                    clk_i,
   input  logic                    rst_ni,
   input  logic                    clear_i,
-  input  logic [Rows*8-1:0]       a_i,
+  input  logic                    bf16_i,
+  input  logic [Rows*OpW-1:0]     a_i,
   input  logic [Rows-1:0]         valid_i,
   input  logic [Rows-1:0]         first_i,
   input  logic [Rows-1:0]         last_i,
-  input  logic [Cols*8-1:0]       b_i,
+  input  logic [Cols*OpW-1:0]     b_i,
   input  logic                    fold_i,
   input  logic [Cols*8-1:0]       b2_i,
   input  logic [RowW-1:0]         row_sel_i,
@@ -42,31 +48,32 @@ module tsr_array #(
   // link array it copies into every cycle (the large preset simulated 25% faster).
   for (genvar i = 0; i < Rows; i++) begin : g_row
     for (genvar j = 0; j < Cols; j++) begin : g_col
-      logic [7:0] a_in, b_in, a_out, b_out;
+      logic [OpW-1:0] a_in, b_in, a_out, b_out;
       logic [2:0] ctl_in, ctl_out;  // {valid, first, last}
       if (j == 0 && Fold && i >= Half) begin : g_left_fold
         localparam int unsigned U = i - Half;  // the upper-band row this one repeats with FOLD
-        assign a_in   = fold_i ? a_i[U*8 +: 8] : a_i[i*8 +: 8];
+        assign a_in   = fold_i ? a_i[U*OpW +: OpW] : a_i[i*OpW +: OpW];
         assign ctl_in = fold_i ? {valid_i[U], first_i[U], last_i[U]} : {valid_i[i], first_i[i], last_i[i]};
       end else if (j == 0) begin : g_left
-        assign a_in   = a_i[i*8 +: 8];
+        assign a_in   = a_i[i*OpW +: OpW];
         assign ctl_in = {valid_i[i], first_i[i], last_i[i]};
       end else begin : g_inner_a
         assign a_in   = g_row[i].g_col[j-1].a_out;
         assign ctl_in = g_row[i].g_col[j-1].ctl_out;
       end
       if (i == 0) begin : g_top
-        assign b_in = b_i[j*8 +: 8];
+        assign b_in = b_i[j*OpW +: OpW];
       end else if (Fold && i == Half) begin : g_top_fold
-        assign b_in = fold_i ? b2_i[j*8 +: 8] : g_row[i-1].g_col[j].b_out;
+        assign b_in = fold_i ? OpW'(b2_i[j*8 +: 8]) : g_row[i-1].g_col[j].b_out;
       end else begin : g_inner_b
         assign b_in = g_row[i-1].g_col[j].b_out;
       end
 
-      tsr_pe u_pe (
+      tsr_pe #(.Bf16(Bf16)) u_pe (
         .clk_i,
         .rst_ni,
         .clear_i,
+        .bf16_i,
         .a_i    (a_in),
         .ctl_i  (ctl_in),
         .b_i    (b_in),

@@ -5,9 +5,14 @@
 // MultiplyByQuantizedMultiplier is TFLite's reference: SaturatingRoundingDoublingHighMul of
 // (acc << left) and mult, then RoundingDivideByPOT(right); left = max(shift, 0), right =
 // max(-shift, 0). The row's metadata travels alongside unchanged.
+//
+// BF16 (Bf16 builds, bf16_i) uses the same stages and registers for fp32 (tsr_fp_pkg): stage 1
+// adds C_in, stage 2 the bias (registered in stage 1), each rounded; stage 3 applies RELU and
+// stage 4 rounds to bf16 for the BF16 output mode, whose lanes leave packed in the low Cols*16 bits.
 module tsr_epilogue #(
   parameter int unsigned Cols = 16,
   parameter int unsigned MetaWidth = 8,
+  parameter bit          Bf16 = 1'b0,
   localparam int unsigned Latency = tsr_pkg::EPILOGUE_LATENCY
 ) (
   input  logic                  clk_i,
@@ -21,9 +26,10 @@ module tsr_epilogue #(
   input  logic [Cols*32-1:0]    mult_i,
   input  logic [Cols*8-1:0]     shift_i,
   input  tsr_pkg::gemm_cfg_t    cfg_i,
+  input  logic                  bf16_i,
   output logic                  valid_o,
   output logic [MetaWidth-1:0]  meta_o,
-  output logic [Cols*32-1:0]    data_o   // int32 lanes, or int8 lanes packed in the low Cols*8 bits
+  output logic [Cols*32-1:0]    data_o   // 32-bit lanes, or int8 / bf16 lanes packed in the low bits
 );
   logic [Latency-1:0]   valid_q;
   logic [MetaWidth-1:0] meta_q [Latency];
@@ -43,7 +49,11 @@ module tsr_epilogue #(
   end
 
   logic [Cols*8-1:0] out8;
+  logic [Cols*16-1:0] out16;
   logic [Cols*32-1:0] out32;
+  logic float, bf16_out;
+  assign float    = Bf16 && bf16_i;
+  assign bf16_out = cfg_i.out_mode == tsr_pkg::OUT_BF16;
 
   for (genvar j = 0; j < Cols; j++) begin : g_lane
     // Stage 1: the int32 sum; split the shift into left and right amounts.
@@ -86,8 +96,14 @@ module tsr_epilogue #(
     logic signed [31:0] acc5_q;
     assign zp_sum = div4_q + 32'($signed(cfg_i.out_zp));
 
+    logic [31:0] bias1_q;  // BF16: the bias, added in stage 2
+
     always_ff @(posedge clk_i) begin
       acc_q    <= acc_d;
+      if (float) begin
+        acc_q   <= cfg_i.accumulate ? tsr_fp_pkg::add_fp32(sum_i[j*32 +: 32], cin_i[j*32 +: 32]) : sum_i[j*32 +: 32];
+        bias1_q <= bias_i[j*32 +: 32];
+      end
       left1_q  <= 5'd0;
       right1_q <= 5'd0;
       if (shift > 8'sd0) left1_q <= shift[4:0];
@@ -98,13 +114,16 @@ module tsr_epilogue #(
       sat2_q   <= shl == 32'sh80000000 && mult1_q == 32'sh80000000;
       right2_q <= right1_q;
       acc2_q   <= acc_q;
+      if (float && cfg_i.bias) acc2_q <= tsr_fp_pkg::add_fp32(acc_q, bias1_q);  // under if: int8 skips it in simulation
 
       high3_q  <= sat2_q ? 32'sh7fffffff : high64[31:0];
       right3_q <= right2_q;
       acc3_q   <= acc2_q;
+      if (float && cfg_i.relu) acc3_q <= tsr_fp_pkg::relu(acc2_q);
 
       div4_q   <= (high3_q >>> right3_q) + ((rem > thr) ? 32'sd1 : 32'sd0);
       acc4_q   <= acc3_q;
+      if (float && bf16_out) acc4_q <= 32'(tsr_fp_pkg::to_bf16(acc3_q));
 
       if (zp_sum < 32'($signed(cfg_i.act_min)))      q5_q <= $signed(cfg_i.act_min);
       else if (zp_sum > 32'($signed(cfg_i.act_max))) q5_q <= $signed(cfg_i.act_max);
@@ -112,10 +131,12 @@ module tsr_epilogue #(
       acc5_q   <= acc4_q;
     end
     assign out8[j*8 +: 8]    = q5_q;
+    assign out16[j*16 +: 16] = acc5_q[15:0];
     assign out32[j*32 +: 32] = acc5_q;
   end
 
   assign valid_o = valid_q[Latency-1];
   assign meta_o  = meta_q[Latency-1];
-  assign data_o  = cfg_i.out_mode == tsr_pkg::OUT_INT8 ? {{(Cols*24){1'b0}}, out8} : out32;
+  assign data_o  = cfg_i.out_mode == tsr_pkg::OUT_INT8 ? {{(Cols*24){1'b0}}, out8} :
+                   bf16_out ? {{(Cols*16){1'b0}}, out16} : out32;
 endmodule

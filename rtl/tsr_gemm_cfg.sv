@@ -6,6 +6,7 @@ module tsr_gemm_cfg (
   output tsr_pkg::gemm_cfg_t cfg_o
 );
   assign cfg_o = {desc_i.out_mode,
+                  desc_i.precision,
                   desc_i.m[15:0],
                   desc_i.n[15:0],
                   desc_i.k[12:0],
@@ -25,5 +26,6 @@ module tsr_gemm_cfg (
                   desc_i.act_max,
                   desc_i.bias,
                   desc_i.accumulate,
-                  desc_i.fold};
+                  desc_i.fold,
+                  desc_i.relu};
 endmodule

@@ -15,6 +15,11 @@ package tsr_int_pkg;
     fold_ok = rows % 2 == 0 && 2 * cols * 8 <= axi_data_bits;
   endfunction
 
+  // log2 of the bytes of one C element: int8 1, bf16 2, int32 and fp32 4.
+  function automatic logic [1:0] out_shift(logic [1:0] out_mode);
+    out_shift = (out_mode == tsr_pkg::OUT_INT8) ? 2'd0 : (out_mode == tsr_pkg::OUT_BF16) ? 2'd1 : 2'd2;
+  endfunction
+
   // Beats of one A row of k bytes: ceil(k / beat_bytes).
   function automatic logic [15:0] beats_of(logic [15:0] k, int unsigned beat_bytes);
     beats_of = (k + 16'(beat_bytes - 1)) >> $clog2(beat_bytes);

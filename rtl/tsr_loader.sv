@@ -21,6 +21,7 @@ module tsr_loader #(
   // the GEMM
   input  logic                  start_i,
   input  tsr_pkg::gemm_cfg_t    cfg_i,    // held from start_i until the GEMM is done
+  input  logic                  bf16_i,   // BF16: two-byte A and B elements
   // descriptor fetch
   input  logic                  desc_req_valid_i,
   output logic                  desc_req_ready_o,
@@ -58,7 +59,7 @@ module tsr_loader #(
   logic [KW-1:0]         a_req_idx, b_req_idx;
 
   tsr_loader_a #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_loader_a (
-    .clk_i, .rst_ni, .clear_i, .abort_i, .start_i, .cfg_i,
+    .clk_i, .rst_ni, .clear_i, .abort_i, .start_i, .cfg_i, .bf16_i,
     .a_busy_i   (a_busy_q),
     .c_busy_i   (c_busy_q),
     .a_claim_o  (a_claim),
@@ -74,7 +75,7 @@ module tsr_loader #(
   );
 
   tsr_loader_b #(.Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_loader_b (
-    .clk_i, .rst_ni, .clear_i, .abort_i, .start_i, .cfg_i,
+    .clk_i, .rst_ni, .clear_i, .abort_i, .start_i, .cfg_i, .bf16_i,
     .b_busy_i   (b_busy_q),
     .p_busy_i   (p_busy_q),
     .claim_o    (b_claim),

@@ -18,6 +18,7 @@ module tsr_loader_a #(
   input  logic                  abort_i,
   input  logic                  start_i,
   input  tsr_pkg::gemm_cfg_t    cfg_i,       // held from start_i until the GEMM is done
+  input  logic                  bf16_i,      // an A row is 2K bytes
   // slots: A and C_in claimed and not yet released, per slot
   input  logic [1:0]            a_busy_i,
   input  logic [1:0]            c_busy_i,
@@ -54,8 +55,8 @@ module tsr_loader_a #(
   logic [BeatsWidth-1:0] a_row_beats;
 
   assign k           = cfg_i.k[KW:0];
-  // ceil(K / beat bytes)
-  assign a_row_beats = BeatsWidth'(tsr_int_pkg::beats_of(16'(k), BeatBytes));
+  // ceil(K x element bytes / beat bytes)
+  assign a_row_beats = BeatsWidth'(tsr_int_pkg::beats_of(bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes));
   assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
   assign row_last    = i_q == vr - 1'b1;
   assign tile_last_m = rows_left_q <= 16'(Rows);

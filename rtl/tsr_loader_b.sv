@@ -16,6 +16,7 @@ module tsr_loader_b #(
   input  logic                  abort_i,
   input  logic                  start_i,
   input  tsr_pkg::gemm_cfg_t    cfg_i,       // held from start_i until the GEMM is done
+  input  logic                  bf16_i,      // a B row of the block is 2 x Cols bytes
   // slots: B panel and tables claimed and not yet released, per slot
   input  logic [1:0]            b_busy_i,
   input  logic [1:0]            p_busy_i,
@@ -134,7 +135,7 @@ module tsr_loader_b #(
             state_d     = LbWait;
             nb_d        = nb_q + 1'b1;
             cols_left_d = (cols_left_q > blk_cols) ? cols_left_q - blk_cols : '0;
-            col_d       = col_q + AddrWidth'(blk_cols);
+            col_d       = col_q + (AddrWidth'(blk_cols) << bf16_i);
             mult_d      = mult_q + AddrWidth'(Cols * 4);
             shift_d     = shift_q + AddrWidth'(Cols);
             bias_d      = bias_q + AddrWidth'(Cols * 4);

@@ -5,29 +5,45 @@
 // speed as well (the whole array is a thousand of these per cycle on the large preset): the three
 // control bits travel as one register, the accumulator and result registers are written under
 // enables, and out_o is the register itself, with no copy in between.
-module tsr_pe (
-  input  logic        clk_i,
-  input  logic        rst_ni,
-  input  logic        clear_i,
+//
+// With Bf16 the operands are 16 bits and bf16_i (the GEMM's precision) selects the BF16 step: the
+// same multiplier forms the significands' product (tsr_fp_pkg::mul_operand), the product's sign,
+// exponent and class are registered beside it, and the accumulator takes the fp32 sum rounded once
+// (tsr_fp_pkg::fma_step), in the same two cycles as int8. The float logic sits behind the precision
+// in procedural code, so an int8 GEMM does not pay for it in simulation.
+module tsr_pe #(
+  parameter bit           Bf16 = 1'b0,
+  localparam int unsigned OpW = Bf16 ? 16 : 8
+) (
+  input  logic           clk_i,
+  input  logic           rst_ni,
+  input  logic           clear_i,
+  input  logic           bf16_i,
   // from the left: A operand and its control {valid, first, last}
-  input  logic [7:0]  a_i,
-  input  logic [2:0]  ctl_i,
+  input  logic [OpW-1:0] a_i,
+  input  logic [2:0]     ctl_i,
   // from above: B operand
-  input  logic [7:0]  b_i,
+  input  logic [OpW-1:0] b_i,
   // to the right / below
-  output logic [7:0]  a_o,
-  output logic [2:0]  ctl_o,
-  output logic [7:0]  b_o,
-  output logic [31:0] out_o   // registered: the last finished sum
+  output logic [OpW-1:0] a_o,
+  output logic [2:0]     ctl_o,
+  output logic [OpW-1:0] b_o,
+  output logic [31:0]    out_o   // registered: the last finished sum
 );
-  logic [7:0]  a_q, b_q;
-  logic [2:0]  ctl_q;  // {valid, first, last}: aligned with the product, and forwarded
-  logic        valid_q, first_q, last_q;
-  logic [15:0] prod_q;
-  logic [31:0] acc_q, sum;
+  logic [OpW-1:0] a_q, b_q;
+  logic [2:0]     ctl_q;  // {valid, first, last}: aligned with the product, and forwarded
+  logic           valid_q, first_q, last_q;
+  logic [15:0]    prod_q;  // int8: the product; bf16: the significands' product
+  logic [14:0]    info_q;  // bf16: the product's class, sign and exponent
+  logic [31:0]    acc_q, sum;
+  logic           float_step;
 
   assign {valid_q, first_q, last_q} = ctl_q;
-  assign sum = (first_q ? 32'd0 : acc_q) + 32'($signed(prod_q));
+  assign float_step = Bf16 && bf16_i;
+  always_comb begin
+    if (float_step) sum = tsr_fp_pkg::fma_step(first_q ? tsr_fp_pkg::NEG_ZERO : acc_q, info_q, prod_q);
+    else            sum = (first_q ? 32'd0 : acc_q) + 32'($signed(prod_q));
+  end
 
   // Control: asynchronous reset and soft clear.
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -44,7 +60,10 @@ module tsr_pe (
   always_ff @(posedge clk_i) begin
     a_q    <= a_i;
     b_q    <= b_i;
-    prod_q <= 16'($signed(a_i) * $signed(b_i));
+    if (Bf16) prod_q <= 16'($signed(tsr_fp_pkg::mul_operand(bf16_i, a_i[7:0])) *
+                            $signed(tsr_fp_pkg::mul_operand(bf16_i, b_i[7:0])));
+    else      prod_q <= 16'($signed(a_i[7:0]) * $signed(b_i[7:0]));
+    if (float_step) info_q <= tsr_fp_pkg::mul_info(16'(a_i), 16'(b_i));
     if (valid_q) acc_q <= sum;
     if (valid_q && last_q) out_o <= sum;
   end

@@ -157,6 +157,7 @@ package tsr_pkg;
   // The GEMM configuration the control unit hands the GEMM units once the checks passed
   typedef struct packed {
     logic [1:0] out_mode;
+    logic [1:0] precision;
     logic [15:0] m;
     logic [15:0] n;
     logic [12:0] k;
@@ -177,6 +178,7 @@ package tsr_pkg;
     logic bias;
     logic accumulate;
     logic fold;
+    logic relu;
   } gemm_cfg_t;
 
   // CSR byte offsets

@@ -6,6 +6,9 @@
 //    time and read per column at skewed addresses. Lane s holds slot s; with FOLD a slot is half
 //    of both lanes (k < k_max/2), lane 0 for the column block of the upper band of rows and lane 1
 //    for the lower band's, which the same beat carries (b2_data_o);
+//  - BF16 (Bf16 builds, bf16_i): an A element is two bytes at an even address, read as one 16-bit
+//    word; a B element is two bytes of the beat, low byte into lane 0 and high byte into lane 1,
+//    and a slot is half of both lanes, as with FOLD (K <= k_max/2 either way);
 //  - C_in: two slots of Rows rows of Cols int32, read one row per cycle by the epilogue;
 //  - per column block: bias, multipliers and shifts, two slots, in registers.
 // Shifts are range-checked as they arrive (ERR_PARAM names the first bad one).
@@ -14,6 +17,8 @@ module tsr_scratch #(
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
+  parameter bit          Bf16 = 1'b0,
+  localparam int unsigned OpW = Bf16 ? 16 : 8,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
   localparam int unsigned KW = $clog2(KMax),
@@ -23,6 +28,7 @@ module tsr_scratch #(
   input  logic                       clk_i,
   input  logic                       rst_ni,
   input  logic                       fold_i,        // the GEMM's FOLD flag
+  input  logic                       bf16_i,        // the GEMM's precision is BF16
   // read data
   input  logic                       rsp_valid_i,
   input  logic [AxiDataWidth-1:0]    rsp_data_i,
@@ -38,10 +44,10 @@ module tsr_scratch #(
   output logic [AddrWidth-1:0]       perr_addr_o,
   // array operand reads (data the next cycle)
   input  logic [Rows*(KW+1)-1:0]     a_rd_addr_i,   // byte in the bank: {slot, k}, or resident A's
-  output logic [Rows*8-1:0]          a_data_o,
+  output logic [Rows*OpW-1:0]        a_data_o,
   input  logic [Cols-1:0]            b_rd_slot_i,
   input  logic [Cols*KW-1:0]         b_rd_k_i,
-  output logic [Cols*8-1:0]          b_data_o,
+  output logic [Cols*OpW-1:0]        b_data_o,
   output logic [Cols*8-1:0]          b2_data_o,     // FOLD: the lower band's B operands
   // epilogue reads
   input  logic                       cin_rd_slot_i,
@@ -108,34 +114,50 @@ module tsr_scratch #(
       rdata_q <= mem[ra[KW:BeatShift]];
       byte_q  <= ra[BeatShift-1:0];
     end
-    assign a_data_o[i*8 +: 8] = rdata_q[{byte_q, 3'b000} +: 8];
+    if (Bf16) begin : g_a16
+      // the aligned 16-bit word holding the byte: a bf16 element, or the int8 one in its half
+      logic [15:0] word;
+      assign word = rdata_q[{byte_q[BeatShift-1:1], 4'b0000} +: 16];
+      assign a_data_o[i*16 +: 16] = bf16_i ? word : {8'd0, byte_q[0] ? word[15:8] : word[7:0]};
+    end else begin : g_a8
+      assign a_data_o[i*8 +: 8] = rdata_q[{byte_q, 3'b000} +: 8];
+    end
   end
 
   // ---------------------------------------------------------------- B banks
   localparam bit FoldOk = tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth);
   logic [KW-1:0] b_wr_k;
-  assign b_wr_k = fold_i ? {t_slot, t_idx[KW-2:0]} : t_idx[KW-1:0];
+  logic          split;  // FOLD or BF16: a slot is half of both lanes
+  assign split  = fold_i || (Bf16 && bf16_i);
+  assign b_wr_k = split ? {t_slot, t_idx[KW-2:0]} : t_idx[KW-1:0];
   for (genvar j = 0; j < Cols; j++) begin : g_bbank
     logic [7:0] lane0 [KMax];
     logic [7:0] lane1 [KMax];
-    logic [7:0] rdata0_q, rdata1_q, wdata1;
+    logic [7:0] rdata0_q, rdata1_q, wdata0, wdata1;
     logic       slot_q;
     logic [KW-1:0] rk, rd_k;
-    if (FoldOk) begin : g_fold
+    if (Bf16) begin : g_bf16
+      assign wdata0 = bf16_i ? shifted[j*16 +: 8] : shifted[j*8 +: 8];
+      assign wdata1 = bf16_i ? shifted[j*16+8 +: 8] : fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
+      assign b_data_o[j*16 +: 16] = bf16_i ? {rdata1_q, rdata0_q} : {8'd0, slot_q ? rdata1_q : rdata0_q};
+    end else if (FoldOk) begin : g_fold
+      assign wdata0 = shifted[j*8 +: 8];
       assign wdata1 = fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
+      assign b_data_o[j*8 +: 8] = slot_q ? rdata1_q : rdata0_q;
     end else begin : g_plain
+      assign wdata0 = shifted[j*8 +: 8];
       assign wdata1 = shifted[j*8 +: 8];
+      assign b_data_o[j*8 +: 8] = slot_q ? rdata1_q : rdata0_q;
     end
     assign rk   = b_rd_k_i[j*KW +: KW];
-    assign rd_k = fold_i ? {b_rd_slot_i[j], rk[KW-2:0]} : rk;
+    assign rd_k = split ? {b_rd_slot_i[j], rk[KW-2:0]} : rk;
     always_ff @(posedge clk_i) begin
-      if (is_b && (fold_i || !t_slot)) lane0[b_wr_k] <= shifted[j*8 +: 8];
-      if (is_b && (fold_i || t_slot))  lane1[b_wr_k] <= wdata1;
+      if (is_b && (split || !t_slot)) lane0[b_wr_k] <= wdata0;
+      if (is_b && (split || t_slot))  lane1[b_wr_k] <= wdata1;
       rdata0_q <= lane0[rd_k];
       rdata1_q <= lane1[rd_k];
-      slot_q   <= b_rd_slot_i[j] && !fold_i;
+      slot_q   <= b_rd_slot_i[j] && !split;
     end
-    assign b_data_o[j*8 +: 8]  = slot_q ? rdata1_q : rdata0_q;
     assign b2_data_o[j*8 +: 8] = rdata1_q;
   end
 

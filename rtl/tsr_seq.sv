@@ -13,11 +13,15 @@
 // readout stores row r of the lower band as row r - Rows/2 of those columns. The lower band
 // finishes with the upper one but is read Rows/2 cycles later, so tiles are at least
 // Cols + Rows/2 cycles apart.
+//
+// With BF16 an A element is two bytes (the banks' byte address advances by 2 a token), and C
+// elements are 4 bytes (FP32) or 2 (BF16); the walk and its timing are those of int8.
 module tsr_seq #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
+  parameter bit          Bf16 = 1'b0,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned RowW = $clog2(Rows),
@@ -30,6 +34,7 @@ module tsr_seq #(
   // the GEMM
   input  logic                    start_i,
   input  tsr_pkg::gemm_cfg_t      cfg_i,    // held from start_i until done_o
+  input  logic                    bf16_i,   // the GEMM's precision is BF16 (Bf16 builds)
   // slots
   input  logic [1:0]              a_full_i,
   input  logic [1:0]              b_full_i,
@@ -91,6 +96,7 @@ module tsr_seq #(
   logic        cur_bslot, cur_nblast, cur_final;
   logic [KW:0] k;
   logic        int8;
+  logic [1:0]  out_shift;                 // log2 of C's element bytes
   logic [RowW:0] cur_vr, cur_rows;
   logic [ColW+1:0] cur_vc;
   logic        fold;
@@ -103,6 +109,7 @@ module tsr_seq #(
 
   assign k          = cfg_i.k[KW:0];
   assign int8       = cfg_i.out_mode == tsr_pkg::OUT_INT8;
+  assign out_shift  = tsr_int_pkg::out_shift(cfg_i.out_mode);
   assign cur_bslot  = cols_blk_q[0];
   assign fold       = cfg_i.fold;
   assign blk_cols   = fold ? 16'(2 * Cols) : 16'(Cols);
@@ -132,7 +139,7 @@ module tsr_seq #(
   // Resident A (tsr_loader_a loads it in the first column block, each row block at its own place):
   // the first column block's tiles wait for and release their slots as usual, the later ones read
   // their row block's A rows where they were left.
-  assign a_row_beats = tsr_int_pkg::beats_of(16'(k), BeatBytes);
+  assign a_row_beats = tsr_int_pkg::beats_of(Bf16 && bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes);
   assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
   assign a_base      = a_resident ? a_blk_q : {tile_q, KW'(0)};
   assign a_wait      = !a_resident || cols_blk_q == '0;
@@ -168,7 +175,7 @@ module tsr_seq #(
         rows_left_d = cfg_i.m;
         cols_left_d = (cols_left_q > blk_cols) ? cols_left_q - blk_cols : '0;
         cols_blk_d  = cols_blk_q + 1'b1;
-        c_col_d     = c_col_q + (int8 ? AddrWidth'(blk_cols) : AddrWidth'({blk_cols, 2'b00}));
+        c_col_d     = c_col_q + (AddrWidth'(blk_cols) << out_shift);
         c_tile_d    = c_col_d;
       end else begin
         rows_left_d = rows_left_q - 16'(Rows);
@@ -230,7 +237,7 @@ module tsr_seq #(
     tok_arel_q   <= {tok_arel_q[Rows-2:0], tok_arel_d};
     tok_k_q[0]   <= emit_k[KW-1:0];
     for (int s = 1; s < Chain; s++) tok_k_q[s] <= tok_k_q[s-1];
-    tok_ak_q[0]  <= (start_tile ? a_base : str_abase_q) + emit_k;
+    tok_ak_q[0]  <= (start_tile ? a_base : str_abase_q) + (Bf16 && bf16_i ? emit_k << 1 : emit_k);
     for (int s = 1; s < Rows; s++) tok_ak_q[s] <= tok_ak_q[s-1];
     if (start_tile) begin
       str_aslot_q  <= tile_q;
@@ -352,7 +359,7 @@ module tsr_seq #(
   end
   assign p_slot_o = e_meta_q[1];
 
-  tsr_epilogue #(.Cols(Cols), .MetaWidth(MetaW)) u_epilogue (
+  tsr_epilogue #(.Cols(Cols), .MetaWidth(MetaW), .Bf16(Bf16)) u_epilogue (
     .clk_i, .rst_ni, .clear_i,
     .valid_i  (e_valid_q),
     .meta_i   (e_meta_q),
@@ -362,6 +369,7 @@ module tsr_seq #(
     .mult_i   (mult_i),
     .shift_i  (shift_i),
     .cfg_i,
+    .bf16_i,
     .valid_o  (x_valid),
     .meta_o   (x_meta),
     .data_o   (x_data)
@@ -373,11 +381,12 @@ module tsr_seq #(
   assign out_addr_o  = x_addr;
   assign out_cols_o  = x_cols;
 
-  // Every step reads a byte from each A bank and a byte per column from the B banks (two with
-  // FOLD); every row through the epilogue reads its C_in row and the tables it uses.
+  // Every step reads an element from each A bank and one per column from the B banks (two with
+  // FOLD; a byte each, two with BF16); every row through the epilogue reads its C_in row and the
+  // tables it uses.
   localparam int unsigned StepBytes = Rows + Cols;
   logic [15:0] step_bytes, row_bytes;
-  assign step_bytes = emit ? 16'(StepBytes) + (fold ? 16'(Cols) : 16'd0) : '0;
+  assign step_bytes = !emit ? '0 : Bf16 && bf16_i ? 16'(2 * StepBytes) : 16'(StepBytes) + (fold ? 16'(Cols) : 16'd0);
   assign row_bytes  = !e_valid_q ? '0 :
                       (cfg_i.accumulate ? 16'(Cols * 4) : 16'd0) + (cfg_i.bias ? 16'(Cols * 4) : 16'd0) +
                       (int8 ? 16'(Cols * 5) : 16'd0);

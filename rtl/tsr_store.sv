@@ -14,7 +14,7 @@ module tsr_store #(
   input  logic                      rst_ni,
   input  logic                      clear_i,
   input  logic                      abort_i,    // finish the burst in progress, start no more
-  input  logic                      int8_i,
+  input  logic [1:0]                out_shift_i,  // log2 of C's element bytes: 1, 2 or 4
   // rows
   input  logic                      in_valid_i,
   input  logic [Cols*32-1:0]        in_data_i,
@@ -78,8 +78,9 @@ module tsr_store #(
   logic [$clog2(BufBytes):0] nbytes;
   logic [BeatW:0] nbeats;
   assign lane     = e_addr[BeatShift-1:0];
-  assign nbytes   = int8_i ? ($clog2(BufBytes)+1)'(e_cols) : ($clog2(BufBytes)+1)'({e_cols, 2'b00});
-  assign buf_data = (BufBytes*8)'(int8_i ? (BufBytes*8)'(e_data[Cols*8-1:0]) : (BufBytes*8)'(e_data)) << {lane, 3'b000};
+  assign nbytes   = ($clog2(BufBytes)+1)'(e_cols) << out_shift_i;
+  // narrower elements come packed in the low bits; WSTRB masks the bytes past the row
+  assign buf_data = (BufBytes*8)'(e_data) << {lane, 3'b000};
   assign buf_strb = ~({BufBytes{1'b1}} << nbytes) << lane;
   assign nbeats   = (BeatW+1)'((($clog2(BufBytes)+1)'(lane) + nbytes + ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
 

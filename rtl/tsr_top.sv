@@ -11,7 +11,9 @@ module tsr_top #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter int unsigned MaxReads = 16,
-  parameter bit          Bf16 = 1'b0,   // the BF16 precision (CFG_ARRAY.BF16); not built yet
+  parameter int unsigned Bf16 = 0,      // 1: the BF16 precision is built (CFG_ARRAY.BF16)
+  localparam bit          HasBf16 = Bf16 != 0,
+  localparam int unsigned OpW = HasBf16 ? 16 : 8,  // an operand on its way to the array
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
 ) (
   input  logic                      clk_i,
@@ -86,6 +88,8 @@ module tsr_top #(
   // the GEMM: started by ctrl, configured from its descriptor
   logic start, abort;
   tsr_pkg::gemm_cfg_t cfg;
+  logic bf16;  // the GEMM's precision is BF16 (constant 0 where the engine lacks it)
+  assign bf16 = HasBf16 && cfg.precision == tsr_pkg::PREC_BF16;
 
   // read path
   logic desc_req_valid, desc_req_ready;
@@ -108,8 +112,9 @@ module tsr_top #(
   logic [Rows*(KW+1)-1:0] a_rd_addr;
   logic [Cols-1:0] b_rd_slot;
   logic [Cols*KW-1:0] b_rd_k;
-  logic [Rows*8-1:0] a_data;
-  logic [Cols*8-1:0] b_data, b2_data, shift;
+  logic [Rows*OpW-1:0] a_data;
+  logic [Cols*OpW-1:0] b_data;
+  logic [Cols*8-1:0] b2_data, shift;
   logic [RowW-1:0] row_sel;
   logic [Cols*32-1:0] arr_row;
   logic cin_rd_slot, p_slot;
@@ -128,7 +133,7 @@ module tsr_top #(
 
   tsr_csr #(
     .Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads),
-    .Bf16(Bf16)
+    .Bf16(HasBf16)
   ) u_csr (
     .clk_i, .rst_ni,
     .s_awvalid_i (s_axil_awvalid_i), .s_awready_o(s_axil_awready_o), .s_awaddr_i(s_axil_awaddr_i),
@@ -157,7 +162,7 @@ module tsr_top #(
     .irq_o
   );
 
-  tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(Bf16)) u_ctrl (
+  tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_ctrl (
     .clk_i, .rst_ni,
     .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
     .ring_size_i(ring_size), .ring_tail_i(ring_tail),
@@ -180,7 +185,7 @@ module tsr_top #(
 
   tsr_loader #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_loader (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
-    .start_i(start), .cfg_i(cfg),
+    .start_i(start), .cfg_i(cfg), .bf16_i(bf16),
     .desc_req_valid_i(desc_req_valid), .desc_req_ready_o(desc_req_ready),
     .desc_req_addr_i(desc_req_addr),
     .a_fill_i(a_fill), .b_fill_i(b_fill), .c_fill_i(c_fill),
@@ -203,8 +208,8 @@ module tsr_top #(
     .m_rresp_i(m_axi_rresp_i), .m_rlast_i(m_axi_rlast_i)
   );
 
-  tsr_scratch #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_scratch (
-    .clk_i, .rst_ni, .fold_i(cfg.fold),
+  tsr_scratch #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_scratch (
+    .clk_i, .rst_ni, .fold_i(cfg.fold), .bf16_i(bf16),
     .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),
     .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
     .a_fill_o(a_fill), .b_fill_o(b_fill), .c_fill_o(c_fill), .desc_valid_o(desc_valid),
@@ -215,8 +220,8 @@ module tsr_top #(
     .p_slot_i(p_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
   );
 
-  tsr_array #(.Rows(Rows), .Cols(Cols), .Fold(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth))) u_array (
-    .clk_i, .rst_ni, .clear_i(clear),
+  tsr_array #(.Rows(Rows), .Cols(Cols), .Fold(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth)), .Bf16(HasBf16)) u_array (
+    .clk_i, .rst_ni, .clear_i(clear), .bf16_i(bf16),
     .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
     .b_i(b_data), .fold_i(cfg.fold), .b2_i(b2_data), .row_sel_i(row_sel),
 `ifndef SYNTHESIS
@@ -225,9 +230,9 @@ module tsr_top #(
     .row_o(arr_row)
   );
 
-  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_seq (
+  tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_seq (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
-    .start_i(start), .cfg_i(cfg),
+    .start_i(start), .cfg_i(cfg), .bf16_i(bf16),
     .a_full_i(a_full), .b_full_i(b_full), .c_full_i(c_full),
     .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
     .a_rd_addr_o(a_rd_addr), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
@@ -242,7 +247,7 @@ module tsr_top #(
 
   tsr_store #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)) u_store (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
-    .int8_i(cfg.out_mode == tsr_pkg::OUT_INT8),
+    .out_shift_i(tsr_int_pkg::out_shift(cfg.out_mode)),
     .in_valid_i(out_valid), .in_data_i(out_data), .in_addr_i(out_addr), .in_cols_i(out_cols),
     .pop_o(out_pop), .idle_o(store_idle), .quiet_o(store_quiet),
     .err_o(wr_err), .err_addr_o(wr_err_addr), .wbytes_o(wr_bytes),

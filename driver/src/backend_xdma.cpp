@@ -56,9 +56,9 @@ class XdmaBackend final : public Backend {
   explicit XdmaBackend(const DeviceSpec& spec) : name_(spec.str()), prefix_(spec.path) {
     for (const auto& [k, v] : spec.options)
       if (k != "mem_mb" && k != "csr_offset" && k != "clock_mhz" && k != "completion" &&
-          k != "dataflow")
+          k != "dataflow" && k != "precision")
         throw UsageError(fmt::format("device '{}': unknown option '{}' (options: mem_mb, csr_offset, clock_mhz, "
-                                     "completion, dataflow)",
+                                     "completion, dataflow, precision)",
                                      name_, k));
     mem_size_ = option_number(spec, "mem_mb", 1024, 1, 1 << 20) << 20;
     const uint64_t csr_offset = option_number(spec, "csr_offset", 0, 0, UINT64_MAX);

@@ -102,6 +102,9 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   const std::string dataflow = spec.option("dataflow", "auto");
   if (dataflow != "auto" && dataflow != "classic")
     throw UsageError(fmt::format("device '{}': dataflow={} is not auto or classic", spec.str(), dataflow));
+  const std::string precision = spec.option("precision", "int8");
+  if (precision != "int8" && precision != "bf16")
+    throw UsageError(fmt::format("device '{}': precision={} is not int8 or bf16", spec.str(), precision));
   if (spec.kind == "model")
     backend_ = make_model_backend(spec);
   else if (spec.kind == "rtl")
@@ -122,6 +125,10 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   // dataflow=classic: use the engine as if it had no FOLD (to compare the two)
   props_.fold = (arr & csr::CFG_ARRAY_FOLD_MASK) != 0 && dataflow == "auto";
   props_.bf16 = (arr & csr::CFG_ARRAY_BF16_MASK) != 0;
+  props_.precision = precision;
+  if (precision == "bf16" && !props_.bf16)
+    throw UsageError(fmt::format("device '{}': precision=bf16, but the engine has no BF16 (CFG_ARRAY.BF16 clear)",
+                                 spec.str()));
   props_.k_max = mem & 0xffff;
   props_.axi_bytes = (mem >> 16) & 0xff;
   props_.max_reads = mem >> 24;

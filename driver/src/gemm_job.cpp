@@ -2,6 +2,7 @@
 #include "tessera/model/golden.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -21,8 +22,8 @@ struct Layout {
   Layout(const GemmProblem& p) {
     const auto& r = p.req;
     const uint64_t al = spec::kAlignBytes;
-    lda = align_up(r.k, al) + r.pad;
-    ldb = align_up(r.n, al) + r.pad;
+    lda = align_up(uint64_t{r.k} * p.in_bytes(), al) + r.pad;
+    ldb = align_up(uint64_t{r.n} * p.in_bytes(), al) + r.pad;
     ldc = align_up(uint64_t{r.n} * p.out_bytes(), al) + r.pad;
     ldcin = align_up(uint64_t{r.n} * 4, al) + r.pad;
     a = 0;
@@ -39,9 +40,12 @@ struct Layout {
 Descriptor describe(const GemmProblem& p, const Layout& l, uint64_t base) {
   Descriptor d;
   d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
-  d.out_mode = static_cast<uint8_t>(p.req.int8_out ? spec::OutMode::kInt8 : spec::OutMode::kInt32);
+  using spec::OutMode;
+  d.precision = static_cast<uint8_t>(p.req.bf16 ? spec::Precision::kBf16 : spec::Precision::kInt8);
+  d.out_mode = static_cast<uint8_t>(p.req.bf16 ? (p.req.bf16_out ? OutMode::kBf16 : OutMode::kFp32)
+                                               : (p.req.int8_out ? OutMode::kInt8 : OutMode::kInt32));
   d.flags = (p.req.bias ? spec::desc::FLAG_BIAS : 0) | (p.req.accumulate ? spec::desc::FLAG_ACCUMULATE : 0) |
-            (p.req.fold ? spec::desc::FLAG_FOLD : 0);
+            (p.req.fold ? spec::desc::FLAG_FOLD : 0) | (p.req.bf16 && p.req.relu ? spec::desc::FLAG_RELU : 0);
   d.m = p.req.m;
   d.n = p.req.n;
   d.k = p.req.k;
@@ -67,12 +71,17 @@ Descriptor describe(const GemmProblem& p, const Layout& l, uint64_t base) {
 std::vector<uint8_t> image(const GemmProblem& p, const Layout& l) {
   std::vector<uint8_t> img(l.total, 0);
   const auto& r = p.req;
-  for (uint32_t m = 0; m < r.m; ++m) std::memcpy(&img[l.a + m * l.lda], &p.a[uint64_t{m} * r.k], r.k);
-  for (uint32_t k = 0; k < r.k; ++k) std::memcpy(&img[l.b + k * l.ldb], &p.b[uint64_t{k} * r.n], r.n);
+  const void* a = r.bf16 ? static_cast<const void*>(p.a_bf16.data()) : p.a.data();
+  const void* b = r.bf16 ? static_cast<const void*>(p.b_bf16.data()) : p.b.data();
+  const uint64_t a_row = uint64_t{r.k} * p.in_bytes(), b_row = uint64_t{r.n} * p.in_bytes();
+  for (uint32_t m = 0; m < r.m; ++m)
+    std::memcpy(&img[l.a + m * l.lda], static_cast<const uint8_t*>(a) + m * a_row, a_row);
+  for (uint32_t k = 0; k < r.k; ++k)
+    std::memcpy(&img[l.b + k * l.ldb], static_cast<const uint8_t*>(b) + k * b_row, b_row);
   if (r.accumulate)
     for (uint32_t m = 0; m < r.m; ++m) std::memcpy(&img[l.cin + m * l.ldcin], &p.cin[uint64_t{m} * r.n], 4ull * r.n);
   if (r.bias) std::memcpy(&img[l.bias], p.bias.data(), 4ull * r.n);
-  if (r.int8_out) {
+  if (r.int8_out && !r.bf16) {
     std::memcpy(&img[l.mult], p.mult.data(), 4ull * r.n);
     std::memcpy(&img[l.shift], p.shift.data(), r.n);
   }
@@ -90,10 +99,46 @@ std::vector<uint8_t> unpack_c(const GemmProblem& p, const Layout& l, const uint8
 
 Descriptor gemm_descriptor(const GemmProblem& p, uint64_t base) { return describe(p, Layout(p), base); }
 
+uint16_t random_bf16(std::mt19937_64& rng, bool specials) {
+  const auto sign = static_cast<uint16_t>((rng() & 1) << 15), frac = static_cast<uint16_t>(rng() & 0x7f);
+  if (specials && rng() % 8 == 0) {
+    switch (rng() % 6) {
+      case 0: return sign;                                                           // +-0
+      case 1: return sign | frac | 1;                                                // subnormal
+      case 2: return sign | static_cast<uint16_t>((200 + rng() % 54) << 7) | frac;   // up to 2^126
+      case 3: return sign | static_cast<uint16_t>((1 + rng() % 54) << 7) | frac;     // down to 2^-126
+      case 4: return sign | 0x7f80;                                                  // +-inf
+      default: return sign | 0x7f80 | frac | 0x40;                                   // NaN
+    }
+  }
+  return sign | static_cast<uint16_t>((120 + rng() % 16) << 7) | frac;
+}
+
+uint32_t random_fp32(std::mt19937_64& rng, double spread) {
+  std::normal_distribution<float> normal(0.0f, static_cast<float>(spread));
+  return std::bit_cast<uint32_t>(normal(rng));
+}
+
 GemmProblem GemmProblem::random(const GemmRequest& req) {
   GemmProblem p;
   p.req = req;
   std::mt19937_64 rng(req.seed);
+  if (req.bf16) {
+    p.a_bf16.resize(uint64_t{req.m} * req.k);
+    p.b_bf16.resize(uint64_t{req.k} * req.n);
+    for (auto& v : p.a_bf16) v = random_bf16(rng, req.specials);
+    for (auto& v : p.b_bf16) v = random_bf16(rng, req.specials);
+    const double spread = std::sqrt(double(req.k));
+    if (req.accumulate) {
+      p.cin.resize(uint64_t{req.m} * req.n);
+      for (auto& v : p.cin) v = static_cast<int32_t>(random_fp32(rng, spread));
+    }
+    if (req.bias) {
+      p.bias.resize(req.n);
+      for (auto& v : p.bias) v = static_cast<int32_t>(random_fp32(rng, spread));
+    }
+    return p;
+  }
   std::uniform_int_distribution<int> i8(-128, 127);
   p.a.resize(uint64_t{req.m} * req.k);
   p.b.resize(uint64_t{req.k} * req.n);
@@ -139,8 +184,12 @@ std::vector<uint8_t> golden_gemm(const GemmProblem& p, const EngineConfig& cfg) 
 GemmOutcome run_gemm(driver::Device& dev, const GemmProblem& p, const driver::WaitOptions& wait) {
   const Layout l(p);
   const EngineConfig cfg = dev.properties().engine();
-  if (p.req.k > cfg.k_max)
-    throw driver::UsageError(fmt::format("K = {} is above this engine's k_max = {}", p.req.k, cfg.k_max));
+  if (p.req.bf16 && !cfg.bf16)
+    throw driver::UsageError("this engine has no BF16 precision (CFG_ARRAY.BF16 is clear)");
+  const uint32_t k_max = p.req.bf16 ? cfg.k_max / 2 : cfg.k_max;
+  if (p.req.k > k_max)
+    throw driver::UsageError(fmt::format("K = {} is above this engine's {}k_max = {}", p.req.k,
+                                         p.req.bf16 ? "BF16 " : "", k_max));
   if (p.req.pad % spec::kAlignBytes)
     throw driver::UsageError(fmt::format("row pitch padding {} is not a multiple of {}", p.req.pad, spec::kAlignBytes));
   driver::Buffer buf = dev.alloc(l.total);

@@ -1,6 +1,7 @@
 #include "tessera/driver/health.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tessera/driver/gemm_job.hpp"
+#include "tessera/model/bf16_numerics.hpp"
 #include "tessera/model/faults.hpp"
 
 namespace tessera::driver {
@@ -94,7 +96,8 @@ struct Check {
 };
 
 std::string shape_name(const GemmRequest& r) {
-  std::string s = fmt::format("{}x{}x{} {}", r.m, r.n, r.k, r.int8_out ? "int8" : "int32");
+  std::string s = fmt::format("{}x{}x{} {}", r.m, r.n, r.k,
+                              r.bf16 ? (r.bf16_out ? "bf16->bf16" : "bf16->fp32") : r.int8_out ? "int8" : "int32");
   if (r.bias) s += "+bias";
   if (r.relu) s += "+relu";
   if (r.accumulate) s += "+accumulate";
@@ -102,17 +105,20 @@ std::string shape_name(const GemmRequest& r) {
   return s;
 }
 
-// For int32 output, the stuck bit of PE (r, c)'s result register that explains every value it
+// For 32-bit output, the stuck bit of PE (r, c)'s result register that explains every value it
 // gave, if one does: each bit and value is tried on the PE's true sums (before C_in and bias are
-// added, as the register holds them).
+// added, as the register holds them; with BF16 only where there are none, as a float add is not
+// undone by a subtraction).
 std::string stuck_bit(const GemmProblem& p, const GemmOutcome& o, uint32_t r, uint32_t c, uint32_t R, uint32_t C) {
   const uint32_t M = p.req.m, N = p.req.n, K = p.req.k;
+  if (p.req.bf16 && (p.req.accumulate || p.req.bias)) return "";
   std::vector<std::pair<uint32_t, uint32_t>> sums;  // {the PE's true sum, what came out} per element
   for (uint32_t m = r; m < M; m += R)
     for (uint32_t n = c; n < N; n += C) {
-      uint32_t sum = 0, got = 0;
+      uint32_t sum = p.req.bf16 ? numerics::kFp32NegZero : 0, got = 0;
       for (uint32_t k = 0; k < K; ++k)
-        sum += static_cast<uint32_t>(p.a[uint64_t{m} * K + k] * p.b[uint64_t{k} * N + n]);
+        sum = p.req.bf16 ? numerics::bf16_fma(sum, p.a_bf16[uint64_t{m} * K + k], p.b_bf16[uint64_t{k} * N + n])
+                         : sum + static_cast<uint32_t>(p.a[uint64_t{m} * K + k] * p.b[uint64_t{k} * N + n]);
       std::memcpy(&got, &o.c[(uint64_t{m} * N + n) * 4], 4);
       if (p.req.accumulate) got -= static_cast<uint32_t>(p.cin[uint64_t{m} * N + n]);
       if (p.req.bias) got -= static_cast<uint32_t>(p.bias[n]);
@@ -154,11 +160,18 @@ std::string diagnose(const GemmProblem& p, const GemmOutcome& o, const Propertie
   }
   if (wrong == 0) return o.mismatch;  // the scoreboard disagreed though the output is right
   const auto fm = first / N, fn = first % N;
+  // a float as its value and bits (bf16: the top half of an fp32)
+  auto as_float = [&](uint32_t bits) {
+    const uint32_t f32 = es == 2 ? bits << 16 : bits;
+    return fmt::format("{} ({:#0{}x})", std::bit_cast<float>(f32), bits, 2 + 2 * es);
+  };
   const std::string first_text =
-      es == 4 ? fmt::format("C[{}][{}] = {} instead of {}", fm, fn, static_cast<int32_t>(element(o.c, first)),
-                            static_cast<int32_t>(element(o.expected, first)))
-              : fmt::format("C[{}][{}] = {} instead of {}", fm, fn, static_cast<int8_t>(element(o.c, first)),
-                            static_cast<int8_t>(element(o.expected, first)));
+      p.req.bf16 ? fmt::format("C[{}][{}] = {} instead of {}", fm, fn, as_float(element(o.c, first)),
+                               as_float(element(o.expected, first)))
+      : es == 4  ? fmt::format("C[{}][{}] = {} instead of {}", fm, fn, static_cast<int32_t>(element(o.c, first)),
+                               static_cast<int32_t>(element(o.expected, first)))
+                 : fmt::format("C[{}][{}] = {} instead of {}", fm, fn, static_cast<int8_t>(element(o.c, first)),
+                               static_cast<int8_t>(element(o.expected, first)));
   if (by_pe.size() == 1 && by_tile.size() > 1) {
     const auto [r, c] = by_pe.begin()->first;
     std::string text = fmt::format(
@@ -219,9 +232,10 @@ Outcome check_config(Context& ctx) {
     const std::string want = ctx.spec.option("preset", "default");
     if (p.preset != want) bad.push_back(fmt::format("preset '{}' requested, registers describe '{}'", want, p.preset));
   }
-  const std::string what = fmt::format("{}x{} array, k_max {}, {}-bit AXI, {} reads in flight, {}-bit addresses, "
+  const std::string what = fmt::format("{}x{} array, {}, k_max {}, {}-bit AXI, {} reads in flight, {}-bit addresses, "
                                        "{}-byte alignment: {}",
-                                       p.rows, p.cols, p.k_max, p.axi_bytes * 8, p.max_reads, p.addr_bits, p.align,
+                                       p.rows, p.cols, p.bf16 ? "int8 and bf16" : "int8 only", p.k_max,
+                                       p.axi_bytes * 8, p.max_reads, p.addr_bits, p.align,
                                        p.preset.empty() ? "no preset (a custom build)" : "preset " + p.preset);
   if (!bad.empty()) {
     std::string list;
@@ -270,6 +284,32 @@ Outcome check_known_answer(Context& ctx) {
     for (uint32_t k = 0; k < req.k; ++k) prob.a[uint64_t{m} * req.k + k] = static_cast<int8_t>((m * 37 + k * 11) % 256 - 128);
   for (uint32_t k = 0; k < req.k; ++k)
     for (uint32_t n = 0; n < req.n; ++n) prob.b[uint64_t{k} * req.n + n] = static_cast<int8_t>((k * 53 + n * 7) % 256 - 128);
+  GemmOutcome o;
+  if (auto err = gemm_error(ctx, prob, &o); !err.empty()) return fail(err);
+  return pass(fmt::format("{}: bit-exact in {} cycles", shape_name(req), o.counters.busy_cycles));
+}
+
+// The BF16 datapath's known answer: patterned operands over both signs and many exponents, with
+// a zero, a subnormal (read as zero), an infinity and a NaN at fixed places, so the PEs' float
+// steps, the specials' paths and the epilogue's bf16 rounding all show. Where the engine was not
+// built with BF16, there is nothing to check.
+Outcome check_known_answer_bf16(Context& ctx) {
+  const auto& p = ctx.props();
+  if (!p.bf16) return {Verdict::kSkip, "the engine has no BF16 precision (CFG_ARRAY.BF16 clear)"};
+  GemmRequest req{.m = 2 * p.rows + 1, .n = 2 * p.cols + 1, .k = std::min<uint32_t>(33, p.k_max / 2), .bf16 = true};
+  GemmProblem prob = GemmProblem::random(req);
+  auto pattern = [](uint32_t i, uint32_t j) {
+    const uint32_t e = 119 + (i * 5 + j * 3) % 17, f = (i * 37 + j * 11) % 128;  // 2^-8 .. 2^8
+    return static_cast<uint16_t>(((i + j) % 2) << 15 | e << 7 | f);
+  };
+  for (uint32_t m = 0; m < req.m; ++m)
+    for (uint32_t k = 0; k < req.k; ++k) prob.a_bf16[uint64_t{m} * req.k + k] = pattern(m, k);
+  for (uint32_t k = 0; k < req.k; ++k)
+    for (uint32_t n = 0; n < req.n; ++n) prob.b_bf16[uint64_t{k} * req.n + n] = pattern(k + 3, n);
+  prob.a_bf16[0] = 0x0000;                 // zero
+  prob.a_bf16[req.k + 1] = 0x0001;         // subnormal
+  prob.a_bf16[2 * req.k + 2] = 0x7f80;     // inf: row 2 becomes infinite or NaN
+  prob.b_bf16[3 * req.n + 3] = 0xffc0;     // NaN: column 3
   GemmOutcome o;
   if (auto err = gemm_error(ctx, prob, &o); !err.empty()) return fail(err);
   return pass(fmt::format("{}: bit-exact in {} cycles", shape_name(req), o.counters.busy_cycles));
@@ -580,6 +620,7 @@ std::vector<Check> checks_for(const DeviceSpec& spec, const HealthOptions& o) {
       {"scratch_register", Level::kQuick, 10, check_scratch},
       {"error_registers", Level::kQuick, 10, check_error_registers},
       {"gemm_known_answer", Level::kQuick, 60, check_known_answer},
+      {"gemm_known_answer_bf16", Level::kQuick, 60, check_known_answer_bf16},
       {"memory_data_bus", Level::kStandard, 60, check_memory_data_bus},
       {"memory_address_bus", Level::kStandard, 60, check_memory_address_bus},
       {"memory_address_in_address", Level::kStandard, 600, check_memory_address_in_address},

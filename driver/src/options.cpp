@@ -18,7 +18,7 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   static const std::set<std::string> common = {"preset",         "mem_mb",        "mem_latency",
                                                "mem_bytes_per_cycle", "mem_max_reads", "mem_max_writes",
                                                "fault",          "seed",          "completion",
-                                               "dataflow"};
+                                               "dataflow",       "precision"};
   SimOptions o;
   for (const auto& [k, v] : spec.options) {
     if (!common.count(k) && !extra.count(k)) {

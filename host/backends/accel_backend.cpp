@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/model/float_formats.hpp"
 #include "tessera/runtime/quantize.hpp"
 
 namespace tessera {
@@ -15,21 +16,23 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// Keys and values in device memory as int8 rows of one position each, with a scale per position:
-// the keys are the left-hand operand of k q^T, the values the right-hand one of p v (their scales
-// folded into p). One block of `capacity` rows per sequence and head.
+// Keys and values in device memory as rows of one position each, int8 with a scale per position
+// or bf16 (`bytes` per element): the keys are the left-hand operand of k q^T, the values the
+// right-hand one of p v (int8: their scales folded into p). One block of `capacity` rows per
+// sequence and head.
 class AccelKvCache final : public KvCache {
  public:
-  AccelKvCache(driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
+  AccelKvCache(driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity,
+               uint32_t bytes)
       : KvCache(batch, heads, head_dim, capacity, false),
-        ld(align_up(head_dim, dev.properties().align)),
+        ld(align_up(uint64_t{head_dim} * bytes, dev.properties().align)),
         k_buf(dev.alloc(block() * batch * heads)),
         v_buf(dev.alloc(block() * batch * heads)),
         k_scale(uint64_t{batch} * heads * capacity),
         v_scale(k_scale.size()) {}
   static uint64_t bytes_for(const driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim,
-                            uint32_t capacity) {
-    return 2 * align_up(head_dim, dev.properties().align) * capacity * batch * heads;
+                            uint32_t capacity, uint32_t bytes) {
+    return 2 * align_up(uint64_t{head_dim} * bytes, dev.properties().align) * capacity * batch * heads;
   }
   uint64_t bytes() const override { return k_buf.size() + v_buf.size(); }
   uint64_t offset(uint32_t seq, uint32_t head) const { return (uint64_t{seq} * heads + head) * block(); }
@@ -46,18 +49,33 @@ class AccelKvCache final : public KvCache {
 
 }  // namespace
 
+void AccelBackend::encode_rows(const float* x, uint32_t rows, uint32_t cols, uint64_t ld, uint8_t* img,
+                               float* scale) const {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* row = x + uint64_t{r} * cols;
+    uint8_t* out = img + r * ld;
+    if (bf16_)
+      for (uint32_t c = 0; c < cols; ++c) {
+        const uint16_t v = float_to_bf16(row[c]);
+        std::memcpy(out + 2ull * c, &v, 2);
+      }
+    else
+      scale[r] = quantize_row(row, cols, out);
+  }
+}
+
 AccelBackend::Operand AccelBackend::upload_a(const float* a, uint32_t m, uint32_t k) {
   const auto start = std::chrono::steady_clock::now();
   Operand op;
   op.rows = m;
   op.cols = k;
-  op.ld = align_up(k, dev_.properties().align);
-  op.scale.resize(m);
+  op.ld = align_up(uint64_t{k} * element_bytes(), dev_.properties().align);
+  if (!bf16_) op.scale.resize(m);
   std::vector<uint8_t> img(op.ld * m, 0);
-  for (uint32_t r = 0; r < m; ++r) op.scale[r] = quantize_row(a + uint64_t{r} * k, k, &img[r * op.ld]);
+  encode_rows(a, m, k, op.ld, img.data(), op.scale.data());
   op.buf = dev_.alloc(img.size());
   dev_.write(op.buf, 0, img);
-  phase("dma", "upload A (int8)", start);
+  phase("dma", bf16_ ? "upload A (bf16)" : "upload A (int8)", start);
   return op;
 }
 
@@ -66,8 +84,20 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   Operand op;
   op.rows = k;
   op.cols = n;
-  op.ld = align_up(n, dev_.properties().align);
+  op.ld = align_up(uint64_t{n} * element_bytes(), dev_.properties().align);
   auto at = [&](uint32_t r, uint32_t c) { return transposed ? b[uint64_t{c} * k + r] : b[uint64_t{r} * n + c]; };
+  if (bf16_) {
+    std::vector<uint8_t> img(op.ld * k, 0);
+    for (uint32_t r = 0; r < k; ++r)
+      for (uint32_t c = 0; c < n; ++c) {
+        const uint16_t v = float_to_bf16(at(r, c));
+        std::memcpy(&img[r * op.ld + 2ull * c], &v, 2);
+      }
+    op.buf = dev_.alloc(img.size());
+    dev_.write(op.buf, 0, img);
+    phase("dma", "upload B (bf16)", start);
+    return op;
+  }
   op.scale.assign(n, 0.0f);
   for (uint32_t r = 0; r < k; ++r)
     for (uint32_t c = 0; c < n; ++c) op.scale[c] = std::max(op.scale[c], std::abs(at(r, c)));
@@ -81,16 +111,17 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   return op;
 }
 
-void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
+void AccelBackend::gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c) {
   const uint32_t m = a.rows, n = b.cols, k = a.cols;
-  if (k > dev_.properties().k_max)
+  if (!bf16_ && k > dev_.properties().k_max)
     throw driver::UsageError(fmt::format("{}: an inner dimension of {} is above the engine's k_max = {}", name(), k,
                                          dev_.properties().k_max));
   const uint64_t ldc = align_up(uint64_t{n} * 4, dev_.properties().align);
   auto start = std::chrono::steady_clock::now();
   Descriptor whole;
   whole.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
-  whole.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
+  whole.precision = static_cast<uint8_t>(bf16_ ? spec::Precision::kBf16 : spec::Precision::kInt8);
+  whole.out_mode = static_cast<uint8_t>(bf16_ ? spec::OutMode::kFp32 : spec::OutMode::kInt32);
   whole.n = n;
   whole.k = k;
   whole.lda = static_cast<uint32_t>(a.ld);
@@ -101,12 +132,14 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
     d.m = rows;
     return d;
   };
-  // Decode-sized products may take another dataflow; rows past the engine's 16-bit M limit go in
-  // further GEMMs.
-  const Dataflow df = m <= spec::kDimMax ? choose_dataflow(with_m(m), dev_.properties().engine(), dataflow_)
-                                         : Dataflow{};
+  // Decode-sized products may take another dataflow (int8), K above bf16's limit goes in parts;
+  // rows past the engine's 16-bit M limit go in further GEMMs.
+  const Dataflow df = bf16_ ? bf16_dataflow(k, dev_.properties().k_max)
+                      : m <= spec::kDimMax ? choose_dataflow(with_m(m), dev_.properties().engine(), dataflow_)
+                                           : Dataflow{};
   const uint64_t part_bytes = align_up(ldc * m, dev_.properties().align);
-  driver::Buffer cbuf = dev_.alloc(part_bytes * df.k_parts);
+  const uint32_t c_parts = bf16_ ? 1 : df.k_parts;  // bf16's parts add up in place
+  driver::Buffer cbuf = dev_.alloc(part_bytes * c_parts);
   auto descriptors = [&](Dataflow flow) {
     std::vector<Descriptor> descs;
     for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
@@ -114,14 +147,14 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
       d.a_addr = a.addr + r0 * a.ld;
       d.b_addr = b.addr;
       d.c_addr = cbuf.addr() + r0 * ldc;
-      for (const Descriptor& part : split(d, flow, part_bytes)) descs.push_back(part);
+      for (const Descriptor& part : split(d, flow, bf16_ ? 0 : part_bytes)) descs.push_back(part);
     }
     return descs;
   };
   const std::vector<Descriptor> descs = descriptors(df);
   const driver::Counters before = dev_.counters();
   dev_.wait(dev_.submit(descs));
-  phase("compute", "int8 GEMM", start);
+  phase("compute", bf16_ ? "bf16 GEMM" : "int8 GEMM", start);
   const driver::Counters delta = dev_.counters() - before;
   stats_.gemms += descs.size();
   stats_.macs += delta.macs;
@@ -130,12 +163,19 @@ void AccelBackend::gemm(const Int8Matrix& a, const Int8Matrix& b, float* c) {
   stats_.write_bytes += delta.write_bytes;
   stats_.activity += activity_of(delta, descs, dev_.properties().engine());
   if (projection_) {
-    const Dataflow pdf = m <= spec::kDimMax ? choose_dataflow(with_m(m), *projection_, projection_dataflow_) : Dataflow{};
+    const Dataflow pdf = bf16_ ? bf16_dataflow(k, projection_->k_max)
+                         : m <= spec::kDimMax ? choose_dataflow(with_m(m), *projection_, projection_dataflow_)
+                                              : Dataflow{};
     for (const Descriptor& d : descriptors(pdf)) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
   }
   start = std::chrono::steady_clock::now();
-  std::vector<uint8_t> out(part_bytes * df.k_parts);
+  std::vector<uint8_t> out(part_bytes * c_parts);
   dev_.read(cbuf, 0, out);
+  if (bf16_) {  // the engine's fp32 sums, the parts of K already added
+    for (uint32_t r = 0; r < m; ++r) std::memcpy(c + uint64_t{r} * n, &out[r * ldc], 4ull * n);
+    phase("dma", "download C (fp32)", start);
+    return;
+  }
   for (uint32_t r = 0; r < m; ++r)
     for (uint32_t col = 0; col < n; ++col) {
       // split-K parts add as the engine's int32 accumulator does: wrapping
@@ -170,19 +210,29 @@ AccelBackend::Dataflow AccelBackend::choose_dataflow(const Descriptor& d, const 
   return chosen.emplace(shape, best).first->second;
 }
 
+AccelBackend::Dataflow AccelBackend::bf16_dataflow(uint32_t k, uint32_t k_max) {
+  return {false, (k + k_max / 2 - 1) / (k_max / 2)};
+}
+
 std::vector<Descriptor> AccelBackend::split(const Descriptor& d, Dataflow df, uint64_t part_bytes) {
   Descriptor base = d;
   if (df.fold) base.flags |= spec::desc::FLAG_FOLD;
   if (df.k_parts == 1) return {base};
   // Equal parts of K, each a multiple of the alignment so that A's columns start aligned.
-  const uint32_t per = static_cast<uint32_t>(align_up((d.k + df.k_parts - 1) / df.k_parts, spec::kAlignBytes));
+  const uint32_t elem = d.in_bytes();
+  const uint32_t per = static_cast<uint32_t>(align_up((d.k + df.k_parts - 1) / df.k_parts, spec::kAlignBytes / elem));
   std::vector<Descriptor> parts;
   for (uint32_t p = 0, k0 = 0; k0 < d.k; ++p, k0 += per) {
     Descriptor part = base;
     part.k = std::min(per, d.k - k0);
-    part.a_addr = d.a_addr + k0;
+    part.a_addr = d.a_addr + uint64_t{k0} * elem;
     part.b_addr = d.b_addr + uint64_t{k0} * d.ldb;
     part.c_addr = d.c_addr + p * part_bytes;
+    if (part_bytes == 0 && p > 0) {  // in place: this part adds the sums so far, as its C_in
+      part.flags |= spec::desc::FLAG_ACCUMULATE;
+      part.cin_addr = part.c_addr;
+      part.ldcin = part.ldc;
+    }
     parts.push_back(part);
   }
   return parts;
@@ -203,12 +253,12 @@ void AccelBackend::linear(const float* x, uint32_t m, const Linear& w, float* y)
 }
 
 uint64_t AccelBackend::kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const {
-  return AccelKvCache::bytes_for(dev_, batch, heads, head_dim, capacity);
+  return AccelKvCache::bytes_for(dev_, batch, heads, head_dim, capacity, element_bytes());
 }
 
 std::unique_ptr<KvCache> AccelBackend::make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                                      uint32_t capacity) {
-  return std::make_unique<AccelKvCache>(dev_, batch, heads, head_dim, capacity);
+  return std::make_unique<AccelKvCache>(dev_, batch, heads, head_dim, capacity, element_bytes());
 }
 
 void AccelBackend::kv_store(KvCache& kv, uint32_t seq, uint32_t head, const float* k, const float* v,
@@ -218,13 +268,12 @@ void AccelBackend::kv_store(KvCache& kv, uint32_t seq, uint32_t head, const floa
   const uint32_t D = cache.head_dim;
   auto store = [&](const float* x, float* scale, const driver::Buffer& buf) {
     std::vector<uint8_t> img(cache.ld * tokens, 0);
-    for (uint32_t t = 0; t < tokens; ++t)
-      scale[cache.length + t] = quantize_row(x + uint64_t{t} * D, D, &img[t * cache.ld]);
+    encode_rows(x, tokens, D, cache.ld, img.data(), scale + cache.length);
     dev_.write(buf, cache.offset(seq, head) + cache.length * cache.ld, img);
   };
   store(k, cache.keys_scale(seq, head), cache.k_buf);
   store(v, cache.values_scale(seq, head), cache.v_buf);
-  phase("dma", "store K, V (int8)", start);
+  phase("dma", bf16_ ? "store K, V (bf16)" : "store K, V (int8)", start);
 }
 
 void AccelBackend::kv_scores(KvCache& kv, uint32_t seq, uint32_t head, const float* q, uint32_t tokens,
@@ -232,8 +281,8 @@ void AccelBackend::kv_scores(KvCache& kv, uint32_t seq, uint32_t head, const flo
   auto& cache = dynamic_cast<AccelKvCache&>(kv);
   const uint32_t L = cache.length + tokens;
   // k q^T, [L, tokens], with the cached keys as they lie; transposed back on the host.
-  const Int8Matrix keys{cache.k_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim,
-                        cache.keys_scale(seq, head)};
+  const DeviceMatrix keys{cache.k_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim,
+                          bf16_ ? nullptr : cache.keys_scale(seq, head)};
   const Operand q_t = upload_b(q, cache.head_dim, tokens, true);
   std::vector<float> st(uint64_t{L} * tokens);
   gemm(keys, q_t.matrix(), st.data());
@@ -244,12 +293,13 @@ void AccelBackend::kv_scores(KvCache& kv, uint32_t seq, uint32_t head, const flo
 void AccelBackend::kv_mix(KvCache& kv, uint32_t seq, uint32_t head, const float* p, uint32_t tokens, float* out) {
   auto& cache = dynamic_cast<AccelKvCache&>(kv);
   const uint32_t L = cache.length + tokens;
-  // The values' per-position scales go into p's columns, so that the product is a plain int8 GEMM.
+  // int8: the values' per-position scales go into p's columns, so that the product is a plain int8
+  // GEMM.
   const float* v_scale = cache.values_scale(seq, head);
   std::vector<float> pv(uint64_t{tokens} * L);
   for (uint32_t t = 0; t < tokens; ++t)
-    for (uint32_t l = 0; l < L; ++l) pv[uint64_t{t} * L + l] = p[uint64_t{t} * L + l] * v_scale[l];
-  const Int8Matrix values{cache.v_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim, nullptr};
+    for (uint32_t l = 0; l < L; ++l) pv[uint64_t{t} * L + l] = p[uint64_t{t} * L + l] * (bf16_ ? 1.0f : v_scale[l]);
+  const DeviceMatrix values{cache.v_buf.addr() + cache.offset(seq, head), cache.ld, L, cache.head_dim, nullptr};
   gemm(upload_a(pv.data(), tokens, L).matrix(), values, out);
 }
 

@@ -29,6 +29,7 @@ nlohmann::json probe_engine(const std::string& spec) {
     j["axi_bytes"] = p.axi_bytes;
     j["max_reads"] = p.max_reads;
     j["dataflows"] = p.fold ? nlohmann::json{"output-stationary", "fold"} : nlohmann::json{"output-stationary"};
+    j["precisions"] = p.bf16 ? nlohmann::json{"int8", "bf16"} : nlohmann::json{"int8"};
     j["align"] = p.align;
     j["mem_bytes"] = p.mem_bytes;
     j["version"] = fmt::format("{}.{}", p.version >> 16, p.version & 0xffff);
@@ -107,10 +108,11 @@ int devices(const std::vector<std::string>& args) {
   for (const auto& d : list) {
     std::string details;
     if (d["available"].get<bool>() && d.contains("array"))
-      details = fmt::format("preset {} ({}x{} array{}, k_max {}, {}-bit AXI, {} MiB){}",
+      details = fmt::format("preset {} ({}x{} array{}, {}, k_max {}, {}-bit AXI, {} MiB){}",
                             d["preset"].get<std::string>().empty() ? "custom" : d["preset"].get<std::string>(),
                             d["array"][0].get<int>(), d["array"][1].get<int>(),
-                            d["dataflows"].size() > 1 ? " with FOLD" : "", d["k_max"].get<int>(),
+                            d["dataflows"].size() > 1 ? " with FOLD" : "",
+                            d["precisions"].size() > 1 ? "int8 and bf16" : "int8 only", d["k_max"].get<int>(),
                             d["axi_bytes"].get<int>() * 8, d["mem_bytes"].get<uint64_t>() >> 20,
                             d.contains("presets") ? "; presets: " + d["presets"].dump() : "");
     else if (d["available"].get<bool>() && d.contains("uuid"))

@@ -22,12 +22,12 @@ namespace tessera::cli {
 
 namespace {
 
-// The numerics the plan's devices compute in: int8 on accelerators, fp32 on the CPU, a GPU's own.
+// The numerics the plan's devices compute in: an accelerator's or a GPU's precision, fp32 on the CPU.
 std::string precision_of(const Plan& plan) {
   std::set<std::string> kinds;
   for (const Stage& st : plan.stages)
     for (const PlanDevice& d : st.devices)
-      kinds.insert(d.accelerator() ? "int8" : d.kind == "cuda" ? std::string(to_string(d.precision)) : "fp32");
+      kinds.insert(d.kind == "cpu" ? "fp32" : std::string(to_string(d.precision)));
   std::string out;
   for (const auto& k : kinds) out += (out.empty() ? "" : "+") + k;
   return out;

@@ -25,6 +25,18 @@ std::span<const T> as(const std::vector<uint8_t>& bytes) {
 void dump(const std::string& dir, const GemmProblem& p, const GemmOutcome& out) {
   std::filesystem::create_directories(dir);
   const auto& r = p.req;
+  if (r.bf16) {  // NumPy has no bf16: its bit patterns go as uint16 (view them with ml_dtypes.bfloat16)
+    const auto f32 = [](const std::vector<int32_t>& v) {
+      return std::span<const float>(reinterpret_cast<const float*>(v.data()), v.size());
+    };
+    write_npy<uint16_t>(dir + "/a.npy", {r.m, r.k}, p.a_bf16);
+    write_npy<uint16_t>(dir + "/b.npy", {r.k, r.n}, p.b_bf16);
+    if (r.bf16_out) write_npy<uint16_t>(dir + "/c.npy", {r.m, r.n}, as<uint16_t>(out.c));
+    else write_npy<float>(dir + "/c.npy", {r.m, r.n}, as<float>(out.c));
+    if (r.bias) write_npy<float>(dir + "/bias.npy", {r.n}, f32(p.bias));
+    if (r.accumulate) write_npy<float>(dir + "/c_in.npy", {r.m, r.n}, f32(p.cin));
+    return;
+  }
   write_npy<int8_t>(dir + "/a.npy", {r.m, r.k}, p.a);
   write_npy<int8_t>(dir + "/b.npy", {r.k, r.n}, p.b);
   if (r.int8_out) {
@@ -41,20 +53,25 @@ void dump(const std::string& dir, const GemmProblem& p, const GemmOutcome& out) 
 }  // namespace
 
 int gemm(const std::vector<std::string>& args) {
-  std::string device, out_mode = "int32", dump_dir, capture_dir, energy_table = "7nm";
+  std::string device, out_mode, precision = "int8", dump_dir, capture_dir, energy_table = "7nm";
   double clock_mhz = 0;
   GemmRequest req;
-  po::options_description opts("tessera gemm: run one int8 GEMM and check it against the golden model");
+  po::options_description opts("tessera gemm: run one GEMM and check it against the golden model");
   opts.add_options()
       ("help,h", "this text")
       ("device", po::value(&device)->required(), "device spec: model[:i][?opts], rtl[:i][?opts]")
       ("m", po::value(&req.m)->required(), "rows of A and C")
       ("n", po::value(&req.n)->required(), "columns of B and C")
       ("k", po::value(&req.k)->required(), "columns of A, rows of B")
-      ("out", po::value(&out_mode)->default_value("int32"), "output mode: int32 | int8")
-      ("bias", po::bool_switch(&req.bias), "add a per-column int32 bias")
-      ("relu", po::bool_switch(&req.relu), "clamp below at the output zero point (int8 only)")
-      ("accumulate", po::bool_switch(&req.accumulate), "add an int32 C_in")
+      ("precision", po::value(&precision)->default_value("int8"),
+       "operands: int8 (int32 sums) | bf16 (fp32 sums; docs/ENGINE.md, \"BF16 numerics\")")
+      ("out", po::value(&out_mode), "output mode: int32 | int8 (int8 precision, default int32); fp32 | bf16 "
+                                    "(bf16 precision, default fp32)")
+      ("bias", po::bool_switch(&req.bias), "add a per-column bias (int32; fp32 with bf16)")
+      ("relu", po::bool_switch(&req.relu), "int8: clamp below at the output zero point; bf16: max(x, 0)")
+      ("accumulate", po::bool_switch(&req.accumulate), "add a C_in (int32; fp32 with bf16)")
+      ("specials", po::bool_switch(&req.specials),
+       "bf16: operands also zeros, subnormals, range extremes, infinities and NaNs")
       ("fold", po::bool_switch(&req.fold),
        "small-M dataflow: the array's lower half of rows computes the next column block (M <= R/2, "
        "K <= k_max/2, int32 output, no bias or C_in)")
@@ -69,18 +86,27 @@ int gemm(const std::vector<std::string>& args) {
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  if (out_mode != "int32" && out_mode != "int8")
-    throw driver::UsageError(fmt::format("--out must be int32 or int8, not '{}'", out_mode));
+  if (precision != "int8" && precision != "bf16")
+    throw driver::UsageError(fmt::format("--precision must be int8 or bf16, not '{}'", precision));
+  req.bf16 = precision == "bf16";
+  if (out_mode.empty()) out_mode = req.bf16 ? "fp32" : "int32";
+  if (req.bf16 ? out_mode != "fp32" && out_mode != "bf16" : out_mode != "int32" && out_mode != "int8")
+    throw driver::UsageError(fmt::format("--out must be {} with --precision {}, not '{}'",
+                                         req.bf16 ? "fp32 or bf16" : "int32 or int8", precision, out_mode));
   req.int8_out = out_mode == "int8";
-  if (req.relu && !req.int8_out) throw driver::UsageError("--relu needs --out int8");
+  req.bf16_out = out_mode == "bf16";
+  if (req.relu && !req.int8_out && !req.bf16) throw driver::UsageError("--relu needs --out int8 or --precision bf16");
+  if (req.specials && !req.bf16) throw driver::UsageError("--specials needs --precision bf16");
   for (const auto& [name, v] : {std::pair{"m", req.m}, {"n", req.n}, {"k", req.k}})
     if (v == 0 || v > spec::kDimMax)
       throw driver::UsageError(fmt::format("--{} must be in [1, {}], not {}", name, spec::kDimMax, v));
 
   if (vm.count("clock-mhz") && !(clock_mhz > 0)) throw driver::UsageError("--clock-mhz must be positive");
   const EnergyTable table = EnergyTable::load(energy_table);
-  if (req.fold && (req.int8_out || req.bias || req.accumulate))
-    throw driver::UsageError("--fold computes plain int32 results: it takes no --out int8, --bias or --accumulate");
+  if (req.fold && (req.bf16 || req.int8_out || req.bias || req.accumulate))
+    throw driver::UsageError(
+        "--fold computes plain int8 x int8 = int32 results: it takes no --precision bf16, --out int8, --bias or "
+        "--accumulate");
 
   const driver::DeviceSpec spec = driver::DeviceSpec::parse(device);
   if (!vm.count("clock-mhz")) {
@@ -118,6 +144,7 @@ int gemm(const std::vector<std::string>& args) {
                         {"m", req.m},
                         {"n", req.n},
                         {"k", req.k},
+                        {"precision", precision},
                         {"out", out_mode},
                         {"bias", req.bias},
                         {"relu", req.relu},
@@ -151,8 +178,8 @@ int gemm(const std::vector<std::string>& args) {
     if (out.scoreboard) j["scoreboard"] = {{"ok", out.scoreboard->ok}, {"detail", out.scoreboard->detail}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{} {}x{}x{} {}{}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k,
-                             out_mode, req.bias ? " +bias" : "", req.relu ? " +relu" : "",
+    std::cout << fmt::format("{} {}x{}x{} {} {}{}{}{}{} seed {} on a {}x{} array\n", pr.spec, req.m, req.n, req.k,
+                             precision, out_mode, req.bias ? " +bias" : "", req.relu ? " +relu" : "",
                              req.accumulate ? " +accumulate" : "", req.fold ? " +fold" : "", req.seed, pr.rows, pr.cols);
     std::cout << fmt::format("  cycles {}  ideal {}  utilization {:.3f}  stall {}  MACs {}  read {} B  written {} B\n",
                              cycles, ideal, util, out.counters.stall_cycles, out.counters.macs,

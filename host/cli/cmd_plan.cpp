@@ -66,7 +66,8 @@ int plan(const std::vector<std::string>& args) {
       std::cout << fmt::format("{:<6} {:<8} {:<28} {:>6.2f} {:>9} {:>12} {:>12} {:>14}  {}\n", s,
                                range(st.first, st.last - st.first + 1), d.spec, d.weight / wsum,
                                range(d.head_begin, d.heads), range(d.mlp_begin, d.mlp), range(d.vocab_begin, d.vocab),
-                               d.weight_bytes, d.accelerator() ? "int8 + fp32 scales" : "fp32");
+                               d.weight_bytes,
+                               !d.accelerator() ? "fp32" : d.precision == GpuPrecision::kBf16 ? "bf16" : "int8 + fp32 scales");
       total += d.weight_bytes;
     }
   }

@@ -33,6 +33,7 @@ template <typename T>
 constexpr const char* dtype_of() {
   if constexpr (std::is_same_v<T, int8_t>) return "|i1";
   else if constexpr (std::is_same_v<T, int32_t>) return "<i4";
+  else if constexpr (std::is_same_v<T, uint16_t>) return "<u2";
   else if constexpr (std::is_same_v<T, float>) return "<f4";
   else static_assert(sizeof(T) == 0, "unsupported dtype");
 }
@@ -45,6 +46,7 @@ void write_npy(const std::string& path, const std::vector<uint64_t>& shape, std:
 }
 
 template void write_npy<int8_t>(const std::string&, const std::vector<uint64_t>&, std::span<const int8_t>);
+template void write_npy<uint16_t>(const std::string&, const std::vector<uint64_t>&, std::span<const uint16_t>);
 template void write_npy<int32_t>(const std::string&, const std::vector<uint64_t>&, std::span<const int32_t>);
 template void write_npy<float>(const std::string&, const std::vector<uint64_t>&, std::span<const float>);
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <utility>
 
@@ -37,6 +38,14 @@ constexpr std::array<std::pair<std::string_view, Member>, 2> kAreas = {{
     {"mac_int8", &EnergyTable::mac_int8_area},
     {"sram_bit", &EnergyTable::sram_bit_area},
 }};
+// BF16's entries: optional in a table file (tables written before BF16 existed stay valid).
+constexpr std::array<std::pair<std::string_view, Member>, 2> kBf16Energies = {{
+    {"mac_bf16", &EnergyTable::mac_bf16},
+    {"epilogue_add_fp32", &EnergyTable::epilogue_add_fp32},
+}};
+constexpr std::array<std::pair<std::string_view, Member>, 1> kBf16Areas = {{
+    {"mac_bf16", &EnergyTable::mac_bf16_area},
+}};
 constexpr std::array<std::pair<std::string_view, Member>, 2> kScalars = {{
     {"sram_overhead", &EnergyTable::sram_overhead},
     {"static_mw_per_mm2", &EnergyTable::static_mw_per_mm2},
@@ -55,10 +64,12 @@ Sourced sourced(const nlohmann::json& j, std::string_view origin, std::string_vi
   return s;
 }
 
-// Reads the entries of `section` named in `members` into `t`; with `all`, every one must be there.
-template <size_t N>
+// Reads the entries of `section` named in `members` or `optional` into `t`; with `all`, every one
+// of `members` must be there.
+template <size_t N, size_t M>
 void read_section(EnergyTable& t, const nlohmann::json& j, std::string_view origin, std::string_view section,
-                  const std::array<std::pair<std::string_view, Member>, N>& members, bool all) {
+                  const std::array<std::pair<std::string_view, Member>, N>& members,
+                  const std::array<std::pair<std::string_view, Member>, M>& optional, bool all) {
   if (!j.contains(section)) {
     if (all) bad(origin, fmt::format("'{}' is missing", section));
     return;
@@ -66,8 +77,10 @@ void read_section(EnergyTable& t, const nlohmann::json& j, std::string_view orig
   if (!j[section].is_object()) bad(origin, fmt::format("'{}' must be an object", section));
   for (const auto& [key, value] : j[section].items()) {
     bool known = false;
-    for (const auto& [name, member] : members)
-      if (key == name) t.*member = sourced(value, origin, fmt::format("{}.{}", section, key)), known = true;
+    using Entries = std::span<const std::pair<std::string_view, Member>>;
+    for (const Entries list : {Entries(members), Entries(optional)})
+      for (const auto& [name, member] : list)
+        if (key == name) t.*member = sourced(value, origin, fmt::format("{}.{}", section, key)), known = true;
     if (!known) bad(origin, fmt::format("unknown entry '{}.{}'", section, key));
   }
   if (all)
@@ -150,33 +163,38 @@ EnergyTable EnergyTable::from_json(const nlohmann::json& j, std::string_view ori
     for (const auto& [name, member] : kEnergies)
       if (name != "dram_byte") scale(t.*member, energy);
     for (const auto& [name, member] : kAreas) scale(t.*member, area);
+    for (const auto& [name, member] : kBf16Energies) scale(t.*member, energy);
+    for (const auto& [name, member] : kBf16Areas) scale(t.*member, area);
   } else if (j.contains("scale")) {
     bad(origin, "'scale' goes with 'derived_from'");
   }
   t.name = j["name"];
   t.description = j["description"];
   t.node_nm = j["node_nm"];
-  read_section(t, j, origin, "energy_pj", kEnergies, !derived);
-  read_section(t, j, origin, "area_um2", kAreas, !derived);
+  read_section(t, j, origin, "energy_pj", kEnergies, kBf16Energies, !derived);
+  read_section(t, j, origin, "area_um2", kAreas, kBf16Areas, !derived);
   read_scalars(t, j, origin, kScalars, !derived);
   return t;
 }
 
 nlohmann::ordered_json EnergyTable::to_json() const {
-  auto entries = [this](const auto& members) {
-    nlohmann::ordered_json o;
-    for (const auto& [name, member] : members) o[std::string(name)] = {{"value", (this->*member).value}, {"source", (this->*member).source}};
+  auto entries = [this](const auto& members, nlohmann::ordered_json o = {}) {
+    for (const auto& [name, member] : members)
+      if (!(this->*member).source.empty())
+        o[std::string(name)] = {{"value", (this->*member).value}, {"source", (this->*member).source}};
     return o;
   };
   nlohmann::ordered_json j = {{"name", name}, {"node_nm", node_nm}, {"description", description},
-                              {"energy_pj", entries(kEnergies)}, {"area_um2", entries(kAreas)}};
+                              {"energy_pj", entries(kBf16Energies, entries(kEnergies))},
+                              {"area_um2", entries(kBf16Areas, entries(kAreas))}};
   const nlohmann::ordered_json scalars = entries(kScalars);
   for (const auto& [key, value] : scalars.items()) j[key] = value;
   return j;
 }
 
 EngineActivity& EngineActivity::operator+=(const EngineActivity& o) {
-  macs += o.macs, spad_read_bytes += o.spad_read_bytes, spad_write_bytes += o.spad_write_bytes;
+  macs += o.macs, bf16_macs += o.bf16_macs, fp32_adds += o.fp32_adds;
+  spad_read_bytes += o.spad_read_bytes, spad_write_bytes += o.spad_write_bytes;
   dram_bytes += o.dram_bytes, epilogue_adds += o.epilogue_adds, epilogue_requants += o.epilogue_requants;
   cycles += o.cycles;
   return *this;
@@ -184,6 +202,8 @@ EngineActivity& EngineActivity::operator+=(const EngineActivity& o) {
 
 EngineActivity EngineActivity::operator-(const EngineActivity& o) const {
   return {macs - o.macs,
+          bf16_macs - o.bf16_macs,
+          fp32_adds - o.fp32_adds,
           spad_read_bytes - o.spad_read_bytes,
           spad_write_bytes - o.spad_write_bytes,
           dram_bytes - o.dram_bytes,
@@ -203,8 +223,15 @@ EngineActivity activity_of(const driver::Counters& delta, const std::vector<Desc
   a.cycles = delta.busy_cycles;
   for (const Descriptor& d : descs) {
     // Every tile reads all R rows of its C (2 x C/2 with FOLD) sums out through the epilogue.
-    const uint64_t elements = count_actions(d, cfg).tiles * array;
-    a.epilogue_adds += elements * (d.has(spec::desc::FLAG_ACCUMULATE) + d.has(spec::desc::FLAG_BIAS));
+    const ActionCounts counts = count_actions(d, cfg);
+    const uint64_t elements = counts.tiles * array;
+    const uint64_t adds = elements * (d.has(spec::desc::FLAG_ACCUMULATE) + d.has(spec::desc::FLAG_BIAS));
+    if (d.bf16()) {
+      a.bf16_macs += counts.steps * array;
+      a.fp32_adds += adds;
+    } else {
+      a.epilogue_adds += adds;
+    }
     if (d.int8_out()) a.epilogue_requants += elements;
   }
   return a;
@@ -221,7 +248,10 @@ AsicArea asic_area(const EngineConfig& cfg, const EnergyTable& t) {
   AsicArea a;
   a.macs = uint64_t{cfg.rows} * cfg.cols;
   a.sram_bytes = scratchpad_bytes(cfg);
-  a.array_mm2 = double(a.macs) * t.mac_int8_area.value * 1e-6;
+  if (cfg.bf16 && t.mac_bf16_area.source.empty())
+    throw std::invalid_argument(fmt::format("energy table {} has no area_um2.mac_bf16: it cannot size a BF16 engine",
+                                            t.name));
+  a.array_mm2 = double(a.macs) * (t.mac_int8_area.value + (cfg.bf16 ? t.mac_bf16_area.value : 0)) * 1e-6;
   a.sram_mm2 = double(a.sram_bytes) * 8 * t.sram_bit_area.value * t.sram_overhead.value * 1e-6;
   return a;
 }
@@ -241,7 +271,11 @@ std::optional<FmaxEstimate> estimated_fmax(const driver::DeviceSpec& spec) {
 EnergySplit accel_energy(const EngineActivity& a, const EnergyTable& t, const AsicArea& area, double clock_hz) {
   constexpr double pj = 1e-12;
   EnergySplit e;
-  e.compute = pj * (double(a.macs) * t.mac_int8.value + double(a.epilogue_adds) * t.epilogue_add.value +
+  if (a.bf16_macs && (t.mac_bf16.source.empty() || t.epilogue_add_fp32.source.empty()))
+    throw std::invalid_argument(fmt::format("energy table {} has no energy_pj.mac_bf16 and epilogue_add_fp32: it "
+                                            "cannot price BF16 work", t.name));
+  e.compute = pj * (double(a.macs - a.bf16_macs) * t.mac_int8.value + double(a.bf16_macs) * t.mac_bf16.value +
+                    double(a.epilogue_adds) * t.epilogue_add.value + double(a.fp32_adds) * t.epilogue_add_fp32.value +
                     double(a.epilogue_requants) * t.epilogue_requant.value);
   e.onchip = pj * (double(a.spad_read_bytes) * t.spad_read_byte.value +
                    double(a.spad_write_bytes) * t.spad_write_byte.value);

@@ -128,7 +128,10 @@ Plan Plan::parse(const std::string& text) {
         d.gpu_index = static_cast<uint32_t>(*index);
       } else {
         try {
-          d.spec = driver::DeviceSpec::parse(d.spec).str();  // model, rtl, xdma; throws for anything else
+          const driver::DeviceSpec ds = driver::DeviceSpec::parse(d.spec);  // model, rtl, xdma; throws for anything else
+          d.spec = ds.str();
+          // its numerics: the device option precision=int8|bf16 (the device checks the value)
+          d.precision = ds.option("precision", "int8") == "bf16" ? GpuPrecision::kBf16 : GpuPrecision::kInt8;
         } catch (const driver::UsageError& e) {
           throw std::invalid_argument(fmt::format("plan '{}': {}", text, e.what()));
         }
@@ -193,14 +196,18 @@ void Plan::resolve(const Gpt2Config& cfg) {
       m0 += mlp[i];
       v0 += vocab[i];
       // Per layer: its columns of c_attn and c_fc, its rows of the two projections. Accelerators
-      // hold int8 weights with an fp32 scale per output column (biases stay on the host); the
-      // others hold fp32 weights and biases, the projections' biases on the first device only.
+      // hold int8 weights with an fp32 scale per output column, or bf16 weights (biases stay on the
+      // host); the others hold fp32 weights and biases, the projections' biases on the first device
+      // only.
       const uint64_t qkv = 3 * D * d.heads, attn_rows = D * d.heads;
       const uint64_t weights = E * qkv + attn_rows * E + E * d.mlp + uint64_t{d.mlp} * E;
       const uint64_t columns = qkv + E + d.mlp + E;
       const uint64_t biases = qkv + d.mlp + (i == 0 ? 2 * E : 0);
-      const uint64_t per_layer = d.accelerator() ? weights + 4 * columns : 4 * (weights + biases);
-      const uint64_t head = d.accelerator() ? uint64_t{d.vocab} * E + 4ull * d.vocab : 4ull * d.vocab * E;
+      const bool bf16 = d.precision == GpuPrecision::kBf16;
+      const uint64_t per_layer = !d.accelerator() ? 4 * (weights + biases) : bf16 ? 2 * weights : weights + 4 * columns;
+      const uint64_t head = !d.accelerator() ? 4ull * d.vocab * E
+                            : bf16           ? 2ull * d.vocab * E
+                                             : uint64_t{d.vocab} * E + 4ull * d.vocab;
       d.weight_bytes = per_layer * (st.last - st.first + 1) + head;
     }
   }

@@ -158,10 +158,18 @@ module tsr_top_sva #(
   cov_err_ring:   cover property (@(posedge clk_i) err_code == tsr_pkg::ERR_RING);
   cov_err_axi_rd: cover property (@(posedge clk_i) err_code == tsr_pkg::ERR_AXI_RD);
   cov_err_axi_wr: cover property (@(posedge clk_i) err_code == tsr_pkg::ERR_AXI_WR);
+  cov_err_precision: cover property (@(posedge clk_i) err_code == tsr_pkg::ERR_PRECISION);
   cov_out_int32:      cover property (@(posedge clk_i) start && cfg.out_mode == tsr_pkg::OUT_INT32);
   cov_out_int8:       cover property (@(posedge clk_i) start && cfg.out_mode == tsr_pkg::OUT_INT8);
   cov_out_accumulate: cover property (@(posedge clk_i) start && cfg.accumulate);
   cov_out_bias:       cover property (@(posedge clk_i) start && cfg.bias);
+  cov_bf16_fp32:      cover property (@(posedge clk_i) start && cfg.precision == tsr_pkg::PREC_BF16 &&
+                                      cfg.out_mode == tsr_pkg::OUT_FP32);
+  cov_bf16_bf16:      cover property (@(posedge clk_i) start && cfg.precision == tsr_pkg::PREC_BF16 &&
+                                      cfg.out_mode == tsr_pkg::OUT_BF16);
+  cov_bf16_relu:      cover property (@(posedge clk_i) start && cfg.precision == tsr_pkg::PREC_BF16 && cfg.relu);
+  cov_bf16_accumulate: cover property (@(posedge clk_i) start && cfg.precision == tsr_pkg::PREC_BF16 &&
+                                       cfg.accumulate && cfg.bias);
   // One row block without C_in over several column blocks: A loaded once and kept in its slot.
   cov_a_resident:     cover property (@(posedge clk_i) start && !cfg.accumulate && cfg.m <= 16'(Rows) &&
                                       cfg.n > 16'(Cols));

@@ -17,6 +17,7 @@ WORKLOADS = [
     ("gemm_96x256x128_int8", 96, 256, 128, ["--out", "int8", "--bias"]),
     ("gemm_attention_128x128x64", 128, 128, 64, []),
     ("gemm_mlp_32x512x128_acc", 32, 512, 128, ["--accumulate"]),
+    ("gemm_96x256x128_bf16", 96, 256, 128, ["--precision", "bf16", "--bias"]),
 ]
 KINDS = ["lint", "equiv", "synth", "directed", "random", "replay", "perf", "coverage"]
 SIMULATIONS = ("directed", "random", "replay", "perf")

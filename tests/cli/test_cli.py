@@ -60,6 +60,11 @@ for dev in devices:
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     check(f"{dev}: gemm --fold is bit-exact and says its dataflow",
           j.get("bit_exact") is True and j.get("dataflow") == "fold", r.stderr)
+    r = run("gemm", "--device", dev, "--m", "19", "--n", "23", "--k", "41", "--precision", "bf16", "--out", "bf16",
+            "--bias", "--relu", "--specials", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(f"{dev}: gemm --precision bf16 is bit-exact and says its precision and output",
+          j.get("bit_exact") is True and j.get("precision") == "bf16" and j.get("out") == "bf16", r.stderr)
 
 with tempfile.TemporaryDirectory() as tmp:
     r = run("gemm", "--device", "model", "--m", "5", "--n", "7", "--k", "3", "--out", "int8", "--bias",
@@ -108,6 +113,11 @@ for args, needle in [
     (("gemm", "--device", "model", "--m", "1", "--n", "4", "--k", "4", "--fold", "--bias"), "--fold"),
     (("gemm", "--device", "model?dataflow=classic", "--m", "1", "--n", "4", "--k", "4", "--fold"), "no FOLD"),
     (("gemm", "--device", "model?dataflow=fast", "--m", "1", "--n", "4", "--k", "4"), "dataflow"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--precision", "fp8"), "--precision"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--precision", "bf16", "--out", "int8"), "--out"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "2049", "--precision", "bf16"), "BF16 k_max = 2048"),
+    (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--specials"), "--specials"),
+    (("gemm", "--device", "model?precision=fp16", "--m", "4", "--n", "4", "--k", "4"), "precision"),
     (("validate",), "--device"),
     (("validate", "--device", "model", "--level", "extreme"), "level"),
     (("validate", "--device", "model?fault=melt"), "fault"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The trained model (models/kjv-tiny, scripts/train-tiny): `tessera eval` in fp32 against the
 independent PyTorch evaluation committed beside it (scripts/eval-torch; within 1e-3 relative), int8
-on the accelerator model against fp32, and `tessera generate` from it on the CPU, the accelerator model
+and bf16 on the accelerator model against fp32, and `tessera generate` from it on the CPU, the accelerator model
 and the RTL simulation (the model's ids, and its cycles within 1%: in a queue of descriptors the RTL's
 arbiter keeps its state, so they differ by a few cycles each; a few tokens, as the RTL is slow).
 
@@ -53,6 +53,11 @@ with tempfile.TemporaryDirectory() as d:
           f"({100 * gap:+.2f}%)")
     check("int8 on the accelerator model: perplexity within 1% of fp32's",
           accel.get("precision") == "int8" and abs(gap) < 0.01, err_c + err_a)
+    bf16, err_b = evaluate(part, "0-3@model?precision=bf16")
+    gap16 = bf16.get("perplexity", 0) / cpu.get("perplexity", 1) - 1
+    print(f"     first 8 KB: bf16 on the accelerator {bf16.get('perplexity')} ({100 * gap16:+.3f}%)")
+    check("bf16 on the accelerator model: perplexity within 0.5% of fp32's",
+          bf16.get("precision") == "bf16" and abs(gap16) < 0.005, err_c + err_b)
     gpu, err_g = evaluate(part, "0-3@cuda:0?precision=int8&projected=1")
     check("the projected int8 GPU computes the accelerator's arithmetic: the same perplexity",
           gpu.get("nll") == accel.get("nll") and gpu.get("precision") == "int8", err_g + json.dumps(gpu))

@@ -1,8 +1,11 @@
 #include "harness.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
+
+#include "tessera/driver/gemm_job.hpp"
 
 namespace tessera::test {
 
@@ -35,33 +38,54 @@ void Mirror::fill(uint64_t addr, uint64_t bytes, std::mt19937_64& rng) {
   write(addr, v);
 }
 
+void Mirror::fill_values(uint64_t addr, uint64_t bytes, uint32_t size, const std::function<uint32_t()>& value) {
+  std::vector<uint8_t> v(bytes);
+  for (uint64_t i = 0; i + size <= bytes; i += size) {
+    const uint32_t x = value();
+    std::memcpy(&v[i], &x, size);  // little-endian: the low `size` bytes
+  }
+  write(addr, v);
+}
+
 Descriptor Mirror::gemm(const Shape& s, std::mt19937_64& rng) {
   Descriptor d;
   d.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
-  d.out_mode = static_cast<uint8_t>(s.int8 ? spec::OutMode::kInt8 : spec::OutMode::kInt32);
+  using spec::OutMode;
+  d.precision = static_cast<uint8_t>(s.bf16 ? spec::Precision::kBf16 : spec::Precision::kInt8);
+  d.out_mode = static_cast<uint8_t>(s.bf16 ? (s.bf16_out ? OutMode::kBf16 : OutMode::kFp32)
+                                           : (s.int8 ? OutMode::kInt8 : OutMode::kInt32));
   d.flags = (s.bias ? spec::desc::FLAG_BIAS : 0) | (s.acc ? spec::desc::FLAG_ACCUMULATE : 0) |
-            (s.fold ? spec::desc::FLAG_FOLD : 0);
+            (s.fold ? spec::desc::FLAG_FOLD : 0) | (s.bf16 && s.relu ? spec::desc::FLAG_RELU : 0);
   d.m = s.m, d.n = s.n, d.k = s.k;
   const uint64_t al = spec::kAlignBytes;
-  d.lda = static_cast<uint32_t>(up(s.k) + s.pad_a * al);
-  d.ldb = static_cast<uint32_t>(up(s.n) + s.pad_b * al);
+  d.lda = static_cast<uint32_t>(up(uint64_t{s.k} * d.in_bytes()) + s.pad_a * al);
+  d.ldb = static_cast<uint32_t>(up(uint64_t{s.n} * d.in_bytes()) + s.pad_b * al);
   d.ldc = static_cast<uint32_t>(up(uint64_t{s.n} * d.out_bytes()) + s.pad_c * al);
   d.ldcin = static_cast<uint32_t>(up(4ull * s.n) + s.pad_cin * al);
   d.a_addr = alloc(uint64_t{s.m} * d.lda);
   d.b_addr = alloc(uint64_t{s.k} * d.ldb);
   d.c_addr = alloc(uint64_t{s.m} * d.ldc);
-  fill(d.a_addr, uint64_t{s.m} * d.lda, rng);
-  fill(d.b_addr, uint64_t{s.k} * d.ldb, rng);
+  const double spread = std::sqrt(double(s.k));  // of a bf16 sum of K products near 1
+  auto operands = [&](uint64_t addr, uint64_t bytes) {
+    if (s.bf16) fill_values(addr, bytes, 2, [&] { return uint32_t{random_bf16(rng, s.specials)}; });
+    else fill(addr, bytes, rng);
+  };
+  auto values32 = [&](uint64_t addr, uint64_t bytes) {
+    if (s.bf16) fill_values(addr, bytes, 4, [&] { return random_fp32(rng, spread); });
+    else fill(addr, bytes, rng);
+  };
+  operands(d.a_addr, uint64_t{s.m} * d.lda);
+  operands(d.b_addr, uint64_t{s.k} * d.ldb);
   fill(d.c_addr, uint64_t{s.m} * d.ldc, rng);  // stale bytes around C must survive
   if (s.acc) {
     d.cin_addr = alloc(uint64_t{s.m} * d.ldcin);
-    fill(d.cin_addr, uint64_t{s.m} * d.ldcin, rng);
+    values32(d.cin_addr, uint64_t{s.m} * d.ldcin);
   }
   if (s.bias) {
     d.bias_addr = alloc(4ull * s.n);
-    fill(d.bias_addr, 4ull * s.n, rng);
+    values32(d.bias_addr, 4ull * s.n);
   }
-  if (s.int8) {
+  if (s.int8 && !s.bf16) {
     d.mult_addr = alloc(4ull * s.n);
     d.shift_addr = alloc(s.n);
     std::vector<uint8_t> mult(4ull * s.n), shift(s.n);
@@ -156,11 +180,12 @@ void Mirror::check_counted_actions(const std::vector<Descriptor>& descs, const d
   CHECK(timing == closed);
 }
 
-Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k) {
+Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k, bool bf16) {
   std::uniform_int_distribution<uint32_t> mn(1, max_mn), k(1, max_k), coin(0, 1), pad(0, 3);
   Shape s;
   s.m = mn(rng), s.n = mn(rng), s.k = k(rng);
   s.int8 = coin(rng), s.bias = coin(rng), s.acc = coin(rng), s.relu = s.int8 && coin(rng);
+  if (bf16) s.bf16 = true, s.bf16_out = s.int8, s.int8 = false, s.relu = coin(rng), s.specials = coin(rng);
   if (coin(rng)) s.pad_a = pad(rng), s.pad_b = pad(rng), s.pad_c = pad(rng), s.pad_cin = pad(rng);
   return s;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -18,6 +19,9 @@ namespace tessera::test {
 struct Shape {
   uint32_t m = 16, n = 16, k = 16;
   bool int8 = false, bias = false, acc = false, relu = false, fold = false;
+  // BF16 precision: fp32 output, or bf16 with bf16_out; operands near 1, with specials also zeros,
+  // subnormals, range extremes, infinities and NaNs (random_bf16)
+  bool bf16 = false, bf16_out = false, specials = false;
   uint32_t pad_a = 0, pad_b = 0, pad_c = 0, pad_cin = 0;  // extra row pitch, in alignment units
 };
 
@@ -32,6 +36,8 @@ class Mirror {
   uint64_t alloc(uint64_t bytes);
   void write(uint64_t addr, std::span<const uint8_t> bytes);
   void fill(uint64_t addr, uint64_t bytes, std::mt19937_64& rng);
+  // `bytes` of values of `size` bytes each (bf16 operands, fp32 C_in and bias)
+  void fill_values(uint64_t addr, uint64_t bytes, uint32_t size, const std::function<uint32_t()>& value);
 
   // Buffers with random contents for one GEMM; shifts are drawn so outputs spread over int8.
   Descriptor gemm(const Shape& s, std::mt19937_64& rng);
@@ -51,7 +57,8 @@ class Mirror {
   std::map<uint64_t, driver::Buffer> bufs_;
 };
 
-// A random shape that stays within the engine's limits and a test's cycle budget.
-Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k);
+// A random shape that stays within the engine's limits and a test's cycle budget; `bf16`: of the
+// BF16 precision (K at most k_max / 2 is the caller's to keep).
+Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k, bool bf16 = false);
 
 }  // namespace tessera::test

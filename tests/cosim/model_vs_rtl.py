@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The timing model against the RTL: for a handful of cheap GEMMs per preset (odd shapes, K > N,
-K < R, the int8 epilogue with bias and ACCUMULATE, slow and narrow memory) and a few random ones,
+K < R, the int8 epilogue with bias and ACCUMULATE, BF16 with both outputs, slow and narrow memory)
+and a few random ones,
 the `model` device's cycles must be within 2% of the `rtl` device's busy counter, and its bytes
 read and written equal. A correctness check of the model, not a speed goal (scripts/bench-model
 prints the speed).
@@ -21,7 +22,9 @@ TOLERANCE = 0.02
 CASES = ["1x1x1", "17x33x5", "1x64x64", "64x1x64", "64x64x64", "64x16x512", "64x64x8", "100x70x130",
          "64x128x128+int8+bias+acc", "64x96x96+int8+relu+bias", "64x64x64@mem_latency=120",
          "64x128x128@mem_bytes_per_cycle=8", "64x128x128@mem_max_reads=4&mem_max_writes=4",
-         "48x100x200", "40x40x700", "1x64x64+fold", "2x100x130+fold", "1x33x3+fold", "2x16x40+fold"]
+         "48x100x200", "40x40x700", "1x64x64+fold", "2x100x130+fold", "1x33x3+fold", "2x16x40+fold",
+         "17x33x5+bf16", "64x64x64+bf16", "1x64x200+bf16", "64x128x128+bf16+bf16out+bias+acc",
+         "40x40x700+bf16+relu", "64x128x128+bf16@mem_bytes_per_cycle=8"]
 PRESETS = ["small", "default", "large"]
 RANDOM_PER_PRESET = 3
 
@@ -29,7 +32,9 @@ RANDOM_PER_PRESET = 3
 def random_case(rng):
     """A small GEMM with random flags, and now and then another memory system."""
     case = f"{rng.randint(1, 96)}x{rng.randint(1, 96)}x{rng.randint(1, 300)}"
-    if rng.random() < 0.5:
+    if rng.random() < 0.3:
+        case += "+bf16" + ("+bf16out" if rng.random() < 0.5 else "") + ("+relu" if rng.random() < 0.5 else "")
+    elif rng.random() < 0.5:
         case += "+int8" + ("+relu" if rng.random() < 0.5 else "")
     case += "+bias" if rng.random() < 0.5 else ""
     case += "+acc" if rng.random() < 0.5 else ""
@@ -42,7 +47,8 @@ def gemm(cli, device, case):
     shape, _, opts = case.partition("@")
     dims, *flags = shape.split("+")
     m, n, k = dims.split("x")
-    args = {"int8": ["--out", "int8"], "bias": ["--bias"], "relu": ["--relu"], "acc": ["--accumulate"], "fold": ["--fold"]}
+    args = {"int8": ["--out", "int8"], "bias": ["--bias"], "relu": ["--relu"], "acc": ["--accumulate"], "fold": ["--fold"],
+            "bf16": ["--precision", "bf16"], "bf16out": ["--out", "bf16"]}
     cmd = [cli, "gemm", "--device", device + (f"&{opts}" if opts else ""), "--m", m, "--n", n, "--k", k, "--json"]
     for f in flags:
         cmd += args[f]

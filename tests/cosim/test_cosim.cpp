@@ -35,7 +35,8 @@ void seeded_gemms(const std::string& spec, int count,
   for (int i = 0; i < count; ++i) {
     const Shape s = make(rng, i, mx.device().properties());
     INFO("seed " << seed << " #" << i << ": " << s.m << "x" << s.n << "x" << s.k << " int8=" << s.int8
-                 << " bias=" << s.bias << " acc=" << s.acc << " relu=" << s.relu << " fold=" << s.fold);
+                 << " bias=" << s.bias << " acc=" << s.acc << " relu=" << s.relu << " fold=" << s.fold
+                 << " bf16=" << s.bf16 << " bf16_out=" << s.bf16_out << " specials=" << s.specials);
     ds.push_back(mx.gemm(s, rng));
   }
   INFO("seed " << seed);
@@ -212,6 +213,46 @@ TEST_CASE("cosim: FOLD GEMMs among normal ones on the small preset", "[cosim][ra
 TEST_CASE("cosim: FOLD GEMMs among normal ones on the default preset", "[cosim][random]") { fold_gemms("default"); }
 TEST_CASE("cosim: FOLD GEMMs among normal ones on the large preset", "[cosim][random]") { fold_gemms("large"); }
 
+// ---------------------------------------------------------------- BF16
+
+TEST_CASE("cosim: BF16 output modes and flags back to back", "[cosim][bf16]") {
+  std::mt19937_64 rng(13);
+  Mirror mx(rtl("default"));
+  std::vector<Descriptor> ds;
+  for (int out = 0; out < 2; ++out)
+    for (int bias = 0; bias < 2; ++bias)
+      for (int acc = 0; acc < 2; ++acc)
+        for (int relu = 0; relu < 2; ++relu)
+          ds.push_back(mx.gemm({.m = 37, .n = 45, .k = 70, .bias = bool(bias), .acc = bool(acc), .relu = bool(relu),
+                                .bf16 = true, .bf16_out = bool(out), .specials = (bias + acc + relu) % 2 == 1},
+                               rng));
+  mx.run(ds);
+}
+
+namespace {
+
+// BF16 GEMMs mixed with int8 ones, so the engine switches precision between descriptors.
+void bf16_gemms(const std::string& preset, int count, uint32_t max_mn, uint32_t max_k) {
+  seeded_gemms(rtl(preset), count, [&](std::mt19937_64& rng, int i, const driver::Properties& p) {
+    REQUIRE(p.bf16);
+    return test::random_shape(rng, max_mn, std::min(max_k, p.k_max / 2), i % 4 != 3);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("cosim: BF16 GEMMs among int8 ones on the small preset", "[cosim][random][bf16]") { bf16_gemms("small", 40, 40, 300); }
+TEST_CASE("cosim: BF16 GEMMs among int8 ones on the default preset", "[cosim][random][bf16]") { bf16_gemms("default", 24, 100, 400); }
+TEST_CASE("cosim: BF16 GEMMs among int8 ones on the large preset", "[cosim][random][bf16]") { bf16_gemms("large", 12, 120, 300); }
+
+TEST_CASE("cosim: BF16 at K = k_max / 2 with every kind of operand", "[cosim][bf16]") {
+  std::mt19937_64 rng(19);
+  Mirror mx(rtl("small"));
+  const uint32_t k = mx.config().k_max / 2;
+  mx.run({mx.gemm({.m = 5, .n = 9, .k = k, .bias = true, .acc = true, .bf16 = true}, rng),
+          mx.gemm({.m = 6, .n = 7, .k = k, .relu = true, .bf16 = true, .bf16_out = true, .specials = true}, rng)});
+}
+
 TEST_CASE("cosim: a transformer-sized GEMM with every epilogue stage", "[cosim]") {
   std::mt19937_64 rng(17);
   Mirror mx(rtl("default"));
@@ -285,6 +326,43 @@ TEST_CASE("cosim errors: FOLD outside its limits", "[cosim][errors]") {
   expect_error(rtl("small"), spec::ErrorCode::kDim, [](Mirror& mx, auto& rng) {
     Descriptor d = mx.gemm({.m = 1, .k = 16, .fold = true}, rng);
     d.k = mx.config().k_max / 2 + 1;
+    return std::vector<Descriptor>{d};
+  });
+}
+
+TEST_CASE("cosim errors: BF16 outside its limits", "[cosim][errors][bf16]") {
+  using spec::ErrorCode;
+  // the reserved precisions
+  expect_error(rtl("small"), ErrorCode::kPrecision, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.bf16 = true}, rng);
+    d.precision = 2;
+    return std::vector<Descriptor>{d};
+  });
+  // int8's output modes, RELU with int8, FOLD
+  expect_error(rtl("small"), ErrorCode::kMode, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.bf16 = true}, rng);
+    d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
+    return std::vector<Descriptor>{d};
+  });
+  expect_error(rtl("small"), ErrorCode::kMode, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({}, rng);
+    d.flags |= spec::desc::FLAG_RELU;
+    return std::vector<Descriptor>{d};
+  });
+  expect_error(rtl("default"), ErrorCode::kMode, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.m = 2, .bf16 = true}, rng);
+    d.flags |= spec::desc::FLAG_FOLD;
+    return std::vector<Descriptor>{d};
+  });
+  // K above k_max / 2; a row of A shorter than 2K bytes
+  expect_error(rtl("small"), ErrorCode::kDim, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.bf16 = true}, rng);
+    d.k = mx.config().k_max / 2 + 1;
+    return std::vector<Descriptor>{d};
+  });
+  expect_error(rtl("small"), ErrorCode::kStride, [](Mirror& mx, auto& rng) {
+    Descriptor d = mx.gemm({.k = 40, .bf16 = true}, rng);
+    d.lda = 64;
     return std::vector<Descriptor>{d};
   });
 }

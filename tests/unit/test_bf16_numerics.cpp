@@ -151,6 +151,17 @@ TEST_CASE("bf16 arithmetic: the rules that define it", "[unit][bf16]") {
   CHECK(bf16_fma(neg0, 0x1f80, 0x1f80) == 0);                                   // 2^-128
   CHECK(bf16_fma(neg0, 0x5f80, 0x5f80) == numerics::kFp32Inf);                   // 2^128
   CHECK(bf16_fma(fp32_of(-0x1p127f), 0x5f80, 0x5f80) == fp32_of(0x1p127f));     // back in range: the product is exact
+  // Just below 2^-126: 2^-126 - 2^-151 is the midpoint of the 24-bit grid there, and rounds to
+  // 2^-126 (even); a little less rounds down and flushes. The fast row step agrees.
+  const uint32_t above_min = fp32_of(0x1p-126f + 0x1p-149f);
+  for (const auto& [b16, want] : {std::pair<uint16_t, uint32_t>{bf16_of(-0x1.4p-74f), fp32_of(0x1p-126f)},
+                                  {bf16_of(-0x1.5p-74f), 0u}}) {
+    CHECK(bf16_fma(above_min, bf16_of(0x1p-75f), b16) == want);
+    CHECK(ref_fma(above_min, bf16_of(0x1p-75f), b16) == want);
+    float acc = std::bit_cast<float>(above_min), bv = std::bit_cast<float>(numerics::bf16_operand(b16));
+    numerics::bf16_fma_row(&acc, 0x1p-75f, &bv, 1);
+    CHECK(std::bit_cast<uint32_t>(acc) == want);
+  }
   // Ties go to even: 1 + 2^-24 is half an ulp above 1.
   CHECK(bf16_fma(fp32_of(1.0f), bf16_of(0x1p-12f), bf16_of(0x1p-12f)) == fp32_of(1.0f));
   CHECK(bf16_fma(fp32_of(1.0f + 0x1p-23f), bf16_of(0x1p-12f), bf16_of(0x1p-12f)) == fp32_of(1.0f + 0x1p-22f));
@@ -187,6 +198,40 @@ TEST_CASE("bf16 arithmetic equals MPFR on random values over every exponent", "[
     REQUIRE(numerics::bf16_fma(acc, a, b) == ref_fma(acc, a, b));
     REQUIRE(numerics::fp32_add(acc, y) == ref_add(acc, y));
     REQUIRE(numerics::fp32_to_bf16(acc) == ref_to_bf16(acc));
+  }
+}
+
+TEST_CASE("the golden model's fast row step equals bf16_fma on finite operands, at the range's ends too",
+          "[unit][bf16]") {
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  constexpr uint32_t n = 64;
+  for (int t = 0; t < 20000; ++t) {
+    // Accumulators and products around 2^-126 (where results flush or reach 2^-126), around 2^127
+    // (where they overflow) or anywhere; finite, the accumulators normal or zero.
+    const uint32_t base = rng() % 3 == 0 ? 1 : rng() % 2 ? 252 : 0;
+    auto finite32 = [&] {
+      const uint32_t e = base ? std::min<uint32_t>(254, base + rng() % 3) : 1 + rng() % 254;
+      return rng() % 16 ? static_cast<uint32_t>((rng() & 1) << 31 | e << 23 | (rng() & 0x7fffff)) : 0u;
+    };
+    auto finite16 = [&] {
+      const uint32_t e = base == 1 ? 60 + rng() % 8 : base ? 189 + rng() % 3 : 1 + rng() % 254;
+      return static_cast<uint16_t>((rng() & 1) << 15 | e << 7 | (rng() & 0x7f));
+    };
+    std::vector<float> acc(n), b(n);
+    std::vector<uint16_t> b16(n);
+    std::vector<uint32_t> want(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      acc[i] = std::bit_cast<float>(finite32());
+      b[i] = std::bit_cast<float>(numerics::bf16_operand(b16[i] = finite16()));
+    }
+    const uint16_t a16 = finite16();
+    for (uint32_t i = 0; i < n; ++i) want[i] = numerics::bf16_fma(std::bit_cast<uint32_t>(acc[i]), a16, b16[i]);
+    numerics::bf16_fma_row(acc.data(), std::bit_cast<float>(numerics::bf16_operand(a16)), b.data(), n);
+    for (uint32_t i = 0; i < n; ++i) {
+      INFO(fmt::format("seed {} case {} element {}", seed, t, i));
+      REQUIRE(std::bit_cast<uint32_t>(acc[i]) == want[i]);
+    }
   }
 }
 
@@ -253,6 +298,7 @@ TEST_CASE("bf16 GEMMs in the golden model equal an MPFR chain, K up to k_max / 2
 
 TEST_CASE("golden model checks BF16 descriptors: precision, modes, K and strides", "[unit][bf16][errors]") {
   EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset("default"));
+  cfg.bf16 = false;
   Descriptor d;
   d.precision = static_cast<uint8_t>(spec::Precision::kBf16);
   d.out_mode = static_cast<uint8_t>(spec::OutMode::kFp32);

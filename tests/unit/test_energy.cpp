@@ -81,6 +81,19 @@ TEST_CASE("energy tables: bad ones are named errors", "[unit][energy]") {
   };
   CHECK_THAT(error_of(without("energy_pj", "dram_byte")), Catch::Contains("'energy_pj.dram_byte' is missing"));
   CHECK_THAT(error_of(without("static_mw_per_mm2", "")), Catch::Contains("'static_mw_per_mm2' is missing"));
+  // A table from before BF16 (no bf16 entries) still loads; it sizes and prices int8 work only.
+  nlohmann::json old = without("energy_pj", "mac_bf16");
+  old["energy_pj"].erase("epilogue_add_fp32");
+  old["area_um2"].erase("mac_bf16");
+  CHECK(error_of(old) == "no error");
+  const EnergyTable int8_table = EnergyTable::from_json(old, "old.json");
+  EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset("small"));
+  CHECK_THROWS_WITH(asic_area(cfg, int8_table), Catch::Contains("no area_um2.mac_bf16: it cannot size a BF16 engine"));
+  cfg.bf16 = false;
+  EngineActivity bf16_work;
+  bf16_work.macs = bf16_work.bf16_macs = 10;
+  CHECK_THROWS_WITH(accel_energy(bf16_work, int8_table, asic_area(cfg, int8_table), 1e8),
+                    Catch::Contains("cannot price BF16 work"));
   nlohmann::json j = good;
   j["energy_pj"]["mac_fp8"] = {{"value", 1}, {"source", "x"}};
   CHECK_THAT(error_of(j), Catch::Contains("unknown entry 'energy_pj.mac_fp8'"));
@@ -105,14 +118,18 @@ TEST_CASE("energy tables: bad ones are named errors", "[unit][energy]") {
 
 TEST_CASE("energy: worked cases on the default preset at 45 nm", "[unit][energy]") {
   const EnergyTable t = EnergyTable::load("45nm");
-  // 256 MACs of 419 um^2; scratchpads 2 x 4096 x (16 + 16) + 2 x 16 x 16 x 4 + 2 x 16 x 9 = 264480
-  // bytes of 0.346 um^2 bit cells, twice that with the periphery.
+  // 256 MACs of 419 um^2 and, with BF16, 5053 um^2 more each; scratchpads 2 x 4096 x (16 + 16) +
+  // 2 x 16 x 16 x 4 + 2 x 16 x 9 = 264480 bytes of 0.346 um^2 bit cells, twice that with the periphery.
+  REQUIRE(kDefault.bf16);
+  EngineConfig int8_only = kDefault;
+  int8_only.bf16 = false;
+  CHECK(asic_area(int8_only, t).array_mm2 == Approx(256 * 419e-6));
   const AsicArea area = asic_area(kDefault, t);
   CHECK(area.macs == 256);
   CHECK(area.sram_bytes == 264480);
-  CHECK(area.array_mm2 == Approx(256 * 419e-6));
+  CHECK(area.array_mm2 == Approx(256 * (419 + 5053) * 1e-6));
   CHECK(area.sram_mm2 == Approx(264480 * 8 * 0.346 * 2 * 1e-6));
-  CHECK(area.total_mm2() == Approx(0.107264 + 1.46416128));
+  CHECK(area.total_mm2() == Approx(1.400832 + 1.46416128));
 
   EngineActivity a;
   a.macs = 1000, a.spad_read_bytes = 800, a.spad_write_bytes = 400, a.dram_bytes = 100;
@@ -121,9 +138,13 @@ TEST_CASE("energy: worked cases on the default preset at 45 nm", "[unit][energy]
   CHECK(e.compute == Approx((1000 * 0.3 + 50 * 0.1 + 10 * 3.2) * 1e-12));  // 337 pJ
   CHECK(e.onchip == Approx(1200 * 1.25e-12));                             // 1500 pJ
   CHECK(e.dram == Approx(100 * 31.76e-12));                               // 3176 pJ
-  // 10 mW/mm^2 over 1.57142528 mm^2 for 4 us.
-  CHECK(e.leakage == Approx(10e-3 * 1.57142528 * 4e-6));
+  // 10 mW/mm^2 over 2.86499328 mm^2 for 4 us.
+  CHECK(e.leakage == Approx(10e-3 * 2.86499328 * 4e-6));
   CHECK(e.total() == Approx(e.compute + e.onchip + e.dram + e.leakage));
+  // 400 of the MACs and 20 of the adds in BF16: 1.48 pJ and 0.9 pJ each instead.
+  a.bf16_macs = 400, a.fp32_adds = 20;
+  CHECK(accel_energy(a, t, area, 250e6).compute ==
+        Approx((600 * 0.3 + 400 * 1.48 + 50 * 0.1 + 20 * 0.9 + 10 * 3.2) * 1e-12));
 }
 
 TEST_CASE("energy: a batch's activity from the engine's counters", "[unit][energy]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/io/gpt2.hpp"
+#include "tessera/model/bf16_numerics.hpp"
+#include "tessera/model/float_formats.hpp"
 #include "tessera/runtime/quantize.hpp"
 #include "tessera/runtime/transformer.hpp"
 #include "seed.hpp"
@@ -266,21 +269,72 @@ TEST_CASE("logit comparison", "[unit][gpt2]") {
   CHECK(b.cosine < 1.0);
 }
 
-TEST_CASE("int8 on the accelerator model meets the numerics targets on the tiny model", "[unit][gpt2][accel]") {
+namespace {
+
+// The tiny model's logits (2 x 32 tokens) on an accelerator model device against fp32 on the CPU;
+// `macs` and `bf16_macs` get what the device did.
+Numerics tiny_on_accelerator(const std::string& spec, uint64_t& macs, uint64_t& bf16_macs) {
   const Gpt2Model m = Gpt2Model::tiny(11);
   std::vector<int32_t> tokens(64);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % m.cfg.vocab);
   CpuBackend cpu;
   const auto ref = forward(m, tokens, 2, 32, cpu);
-  driver::Device dev(driver::DeviceSpec::parse("model"));
+  driver::Device dev(driver::DeviceSpec::parse(spec));
   AccelBackend accel(dev);
-  const auto got = forward(m, tokens, 2, 32, accel);
-  const Numerics n = compare_logits(got, ref, m.cfg.vocab);
-  INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement << ", rel L2 " << n.rel_l2 << ", max abs " << n.max_abs_err);
+  const Numerics n = compare_logits(forward(m, tokens, 2, 32, accel), ref, m.cfg.vocab);
+  macs = accel.stats().macs, bf16_macs = accel.stats().activity.bf16_macs;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("int8 on the accelerator model meets the numerics targets on the tiny model", "[unit][gpt2][accel]") {
+  uint64_t macs = 0, bf16_macs = 0;
+  const Numerics n = tiny_on_accelerator("model", macs, bf16_macs);
+  INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement << ", rel L2 " << n.rel_l2);
   CHECK(n.cosine >= 0.995);
   CHECK(n.top1_agreement >= 0.95);
   CHECK(n.rel_l2 > 0);  // int8, not fp32 in disguise
-  CHECK(accel.stats().macs > 0);
+  CHECK(macs > 0);
+  CHECK(bf16_macs == 0);
+}
+
+TEST_CASE("bf16 on the accelerator model meets the numerics targets on the tiny model", "[unit][gpt2][accel][bf16]") {
+  uint64_t macs = 0, bf16_macs = 0;
+  const Numerics n = tiny_on_accelerator("model?precision=bf16", macs, bf16_macs);
+  INFO("cosine " << n.cosine << ", top-1 " << n.top1_agreement << ", rel L2 " << n.rel_l2);
+  CHECK(n.cosine >= 0.9999);
+  CHECK(n.top1_agreement == 1.0);
+  CHECK(n.rel_l2 > 0);  // bf16 operands, not fp32 in disguise
+  CHECK(bf16_macs == macs);
+}
+
+TEST_CASE("the accelerator's bf16 products are the engine's arithmetic on bf16-rounded operands",
+          "[unit][gpt2][accel][bf16]") {
+  // K = 3000 is above k_max / 2: two parts, the second adding the first's sums as its C_in (one
+  // rounding), which the reference does the same way.
+  driver::Device dev(driver::DeviceSpec::parse("model?preset=small&precision=bf16"));
+  AccelBackend accel(dev);
+  const uint32_t half = dev.properties().k_max / 2;
+  for (const auto& [m, n, k] : {std::array<uint32_t, 3>{37, 53, 71}, {3, 20, 3000}}) {
+    std::vector<float> a(uint64_t{m} * k), b(uint64_t{k} * n), got(uint64_t{m} * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 3.0f * std::sin(1.3f * float(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.7f * float(i)) * (i % 5 ? 1.0f : 0.0f);
+    accel.matmul(a.data(), b.data(), got.data(), m, n, k, false);
+    const uint32_t parts = (k + half - 1) / half, per = ((k + parts - 1) / parts + 31) / 32 * 32;  // 64-byte aligned
+    for (uint32_t r = 0; r < m; ++r)
+      for (uint32_t c = 0; c < n; ++c) {
+        uint32_t sum = 0;
+        for (uint32_t k0 = 0; k0 < k; k0 += per) {
+          uint32_t part = numerics::kFp32NegZero;
+          for (uint32_t kk = k0; kk < std::min(k, k0 + per); ++kk)
+            part = numerics::bf16_fma(part, float_to_bf16(a[uint64_t{r} * k + kk]), float_to_bf16(b[uint64_t{kk} * n + c]));
+          sum = k0 == 0 ? part : numerics::fp32_add(part, sum);
+        }
+        INFO(m << "x" << n << "x" << k << " C[" << r << "][" << c << "]");
+        REQUIRE(std::bit_cast<uint32_t>(got[uint64_t{r} * n + c]) == sum);
+      }
+  }
 }
 
 TEST_CASE("decode-sized products on the FOLD dataflow equal the classic ones", "[unit][gpt2][accel]") {

@@ -33,7 +33,7 @@ struct FakeCard {
     std::vector<uint32_t> regs(1024, 0);
     regs[csr::ID / 4] = id;
     regs[csr::VERSION / 4] = spec::kVersionMajor << 16;
-    regs[csr::CFG_ARRAY / 4] = 16 | (16 << 8);
+    regs[csr::CFG_ARRAY / 4] = 16 | (16 << 8) | csr::CFG_ARRAY_BF16_MASK;  // the default preset's
     regs[csr::CFG_MEM / 4] = 4096 | (32 << 16) | (16u << 24);
     regs[csr::CFG_ADDR / 4] = 32 | (spec::kAlignBytes << 8);
     std::ofstream(prefix + "_user", std::ios::binary).write(reinterpret_cast<const char*>(regs.data()), 4096);

@@ -1,5 +1,7 @@
 #include "tessera/model/golden.hpp"
 
+#include <bit>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -78,13 +80,29 @@ bool outside(const Memory& mem, uint64_t addr, uint64_t rows, uint64_t stride, u
 void execute_bf16(const Descriptor& d, Memory& mem, const EngineConfig& cfg, const FaultConfig& stuck) {
   const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), relu = d.has(D::FLAG_RELU);
   const bool bf16_out = d.out_mode == static_cast<uint8_t>(spec::OutMode::kBf16);
+  // The operands as floats (subnormals as zeros), and whether any is infinite or NaN: without
+  // those the rows take bf16_fma_row, else bf16_fma step by step.
+  auto operand = [&](uint64_t addr) { return std::bit_cast<float>(numerics::bf16_operand(mem.load<uint16_t>(addr))); };
+  bool finite = true;
+  std::vector<float> b(uint64_t{d.k} * d.n), a(d.k);
+  for (uint32_t k = 0; k < d.k; ++k)
+    for (uint32_t n = 0; n < d.n; ++n) finite &= std::isfinite(b[uint64_t{k} * d.n + n] = operand(d.b_addr + uint64_t{k} * d.ldb + 2ull * n));
+  std::vector<float> sums(d.n);
   std::vector<uint32_t> row(d.n);
   for (uint32_t m = 0; m < d.m; ++m) {
-    std::fill(row.begin(), row.end(), numerics::kFp32NegZero);
-    for (uint32_t k = 0; k < d.k; ++k) {
-      const uint16_t a = mem.load<uint16_t>(d.a_addr + uint64_t{m} * d.lda + 2ull * k);
-      const uint64_t b_row = d.b_addr + uint64_t{k} * d.ldb;
-      for (uint32_t n = 0; n < d.n; ++n) row[n] = numerics::bf16_fma(row[n], a, mem.load<uint16_t>(b_row + 2ull * n));
+    bool row_finite = finite;
+    for (uint32_t k = 0; k < d.k; ++k) row_finite &= std::isfinite(a[k] = operand(d.a_addr + uint64_t{m} * d.lda + 2ull * k));
+    if (row_finite) {
+      std::fill(sums.begin(), sums.end(), -0.0f);
+      for (uint32_t k = 0; k < d.k; ++k) numerics::bf16_fma_row(sums.data(), a[k], &b[uint64_t{k} * d.n], d.n);
+      for (uint32_t n = 0; n < d.n; ++n) row[n] = std::bit_cast<uint32_t>(sums[n]);
+    } else {
+      std::fill(row.begin(), row.end(), numerics::kFp32NegZero);
+      for (uint32_t k = 0; k < d.k; ++k) {
+        const uint16_t ak = mem.load<uint16_t>(d.a_addr + uint64_t{m} * d.lda + 2ull * k);
+        const uint64_t b_row = d.b_addr + uint64_t{k} * d.ldb;
+        for (uint32_t n = 0; n < d.n; ++n) row[n] = numerics::bf16_fma(row[n], ak, mem.load<uint16_t>(b_row + 2ull * n));
+      }
     }
     if (stuck.kind == FaultConfig::Kind::kStuck && m % cfg.rows == stuck.row)  // as for int8: PE (m % R, n % C)
       for (uint32_t n = stuck.col; n < d.n; n += cfg.cols) row[n] = stuck.force(row[n]);

@@ -158,7 +158,7 @@ class EngineSim {
         read_limit_(std::min(cfg.max_reads, mem.max_reads)),
         write_limit_(std::min(kMaxWrites, mem.max_writes)),
         seg4_(cfg.cols * 4 <= cfg.axi_bytes ? 1 : cfg.cols * 4 / cfg.axi_bytes),
-        row_beats_(static_cast<uint32_t>(ceil_div(d.k, cfg.axi_bytes))),
+        row_beats_(static_cast<uint32_t>(ceil_div(uint64_t{d.k} * d.in_bytes(), cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
         a_resident_(resident_a(acc_, d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
@@ -290,7 +290,7 @@ ReadReq EngineSim::lb_request() const {
     case Lb::kShift: return {(d_.shift_addr + lb_nb_ * cols_) & align, 1, Dest::kTable, slot, false};
     case Lb::kBias: return {(d_.bias_addr + lb_nb_ * cols_ * 4) & align, seg4_, Dest::kTable, slot, false};
     case Lb::kRows:
-      return {(d_.b_addr + lb_nb_ * blk_ + lb_k_ * d_.ldb) & align, 1, Dest::kB, slot, lb_k_ == k_ - 1};
+      return {(d_.b_addr + lb_nb_ * blk_ * d_.in_bytes() + lb_k_ * d_.ldb) & align, 1, Dest::kB, slot, lb_k_ == k_ - 1};
     default: return {};
   }
 }
@@ -494,7 +494,7 @@ void EngineSim::start_tile(uint64_t t) {
   const uint8_t bslot = sq_cols_blk_ & 1;
   const bool nblast = sq_rows_left_ <= rows_;
   const bool final_tile = nblast && sq_cols_left_ <= blk_;
-  const uint64_t out_bytes = int8_ ? 1 : 4;
+  const uint64_t out_bytes = d_.out_bytes();
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
   const uint64_t readout = T + cols_ + 3, out = readout + 1 + kEpilogueLatency;
   if (a_waits()) ev_arel_.push({T + rows_, sq_tile_});

@@ -101,6 +101,7 @@ struct Properties {
   uint64_t mem_bytes = 0;
   bool fold = false;   // the FOLD dataflow for small M (CFG_ARRAY.FOLD)
   bool bf16 = false;   // the BF16 precision (CFG_ARRAY.BF16)
+  std::string precision = "int8";  // what the runtime computes in here: the device option precision=int8|bf16
   std::string preset;  // the named preset these parameters match, if any
   EngineConfig engine() const;
 };

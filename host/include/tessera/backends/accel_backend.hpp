@@ -1,7 +1,11 @@
-// Matrix products on a Tessera device (any driver backend) in int8, quantized as in quantize.hpp
-// (per token, per output channel): the engine multiplies into int32 and the host dequantizes.
-// Weights are quantized and uploaded once and stay resident on the device; so do the KV caches
-// (int8 keys and values, a scale per token), which the engine reads as GEMM operands.
+// Matrix products on a Tessera device (any driver backend) in the device's precision (its option
+// precision=int8|bf16):
+//  - int8, quantized as in quantize.hpp (per token, per output channel): the engine multiplies into
+//    int32 and the host dequantizes;
+//  - bf16: operands rounded to bf16 (nearest even), the engine's fp32 sums as they are; K above the
+//    engine's k_max / 2 runs as parts, each adding the previous parts' sums as its C_in.
+// Weights are converted and uploaded once and stay resident on the device; so do the KV caches
+// (int8 keys and values with a scale per token, or bf16 ones), which the engine reads as operands.
 #pragma once
 
 #include <array>
@@ -18,7 +22,7 @@ namespace tessera {
 
 class AccelBackend final : public MatmulBackend {
  public:
-  explicit AccelBackend(driver::Device& dev) : dev_(dev) {}
+  explicit AccelBackend(driver::Device& dev) : dev_(dev), bf16_(dev.properties().precision == "bf16") {}
   std::string name() const override { return dev_.properties().spec; }
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k,
               bool b_transposed) override;
@@ -41,9 +45,9 @@ class AccelBackend final : public MatmulBackend {
   }
 
  private:
-  // An int8 matrix in device memory, `ld` bytes from row to row, with a scale per row (a left-hand
-  // operand) or per column (a right-hand one; none means 1).
-  struct Int8Matrix {
+  // A matrix of the backend's precision in device memory, `ld` bytes from row to row; int8 with a
+  // scale per row (a left-hand operand) or per column (a right-hand one; none means 1).
+  struct DeviceMatrix {
     uint64_t addr = 0, ld = 0;
     uint32_t rows = 0, cols = 0;
     const float* scale = nullptr;
@@ -54,12 +58,16 @@ class AccelBackend final : public MatmulBackend {
     uint32_t rows = 0, cols = 0;
     uint64_t ld = 0;
     std::vector<float> scale;
-    Int8Matrix matrix() const { return {buf.addr(), ld, rows, cols, scale.data()}; }
+    DeviceMatrix matrix() const { return {buf.addr(), ld, rows, cols, scale.empty() ? nullptr : scale.data()}; }
   };
   Operand upload_a(const float* a, uint32_t m, uint32_t k);
   Operand upload_b(const float* b, uint32_t k, uint32_t n, bool transposed);
-  // c[a.rows, b.cols] = a * b on the engine, dequantized with both operands' scales.
-  void gemm(const Int8Matrix& a, const Int8Matrix& b, float* c);
+  // c[a.rows, b.cols] = a * b on the engine, dequantized with both operands' scales (int8).
+  void gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c);
+  // Rows of floats in the backend's precision at `ld` bytes apart: int8 with their scales (into
+  // `scale`, one per row), or bf16.
+  void encode_rows(const float* x, uint32_t rows, uint32_t cols, uint64_t ld, uint8_t* img, float* scale) const;
+  uint32_t element_bytes() const { return bf16_ ? 2 : 1; }
   // How one GEMM runs: the classic dataflow, or FOLD for small M with K cut into k_parts FOLD GEMMs
   // where it is above FOLD's k_max/2 (split-K: each part writes its own int32 C, summed on the host).
   struct Dataflow {
@@ -70,10 +78,14 @@ class AccelBackend final : public MatmulBackend {
   // FOLD where `cfg` allows it and the timing model (with the platform's default memory) says it is
   // faster than the classic dataflow; chosen once per shape.
   static Dataflow choose_dataflow(const Descriptor& d, const EngineConfig& cfg, DataflowCache& chosen);
-  // The descriptors of `d` under `df`; part p writes its C at d.c_addr + p * part_bytes.
+  // bf16: K in parts of at most k_max / 2, chained in place.
+  static Dataflow bf16_dataflow(uint32_t k, uint32_t k_max);
+  // The descriptors of `d` under `df`; part p writes its C at d.c_addr + p * part_bytes, or with
+  // part_bytes 0 all at d.c_addr, each part after the first adding the C before it (ACCUMULATE).
   static std::vector<Descriptor> split(const Descriptor& d, Dataflow df, uint64_t part_bytes);
 
   driver::Device& dev_;
+  const bool bf16_;
   std::map<const Linear*, Operand> weights_;  // resident for the backend's lifetime
   MatmulStats stats_;
   std::vector<Phase> phases_;

@@ -39,8 +39,12 @@ struct EnergyTable {
   Sourced dram_byte;         // a byte moved to or from device memory (not scaled with the node)
   Sourced epilogue_add;      // a 32-bit add per output element: C_in (ACCUMULATE) and bias (BIAS)
   Sourced epilogue_requant;  // requantization to int8 per output element: multiply, round, shift
+  // BF16 (optional in a table file, which then cannot price BF16 work; source empty where absent)
+  Sourced mac_bf16;          // one bf16 x bf16 multiply into an fp32 sum
+  Sourced epilogue_add_fp32; // an fp32 add per output element (C_in, bias)
   // Area per unit, in um^2.
   Sourced mac_int8_area;     // an 8-bit multiplier and a 32-bit adder
+  Sourced mac_bf16_area;     // BF16 builds, in addition: a bf16 multiplier and an fp32 adder
   Sourced sram_bit_area;     // a 6T SRAM bit cell
   Sourced sram_overhead;     // SRAM macro area over its bit cells' area (periphery), a ratio
   Sourced static_mw_per_mm2; // leakage power density
@@ -57,7 +61,9 @@ struct EnergyTable {
 // What an engine did, for its energy: the counted actions (padding included: a padded row or
 // column switches as much as a used one), and its busy time for leakage.
 struct EngineActivity {
-  uint64_t macs = 0;  // performed: STEPS x R x C
+  uint64_t macs = 0;       // performed: STEPS x R x C
+  uint64_t bf16_macs = 0;  // of which BF16
+  uint64_t fp32_adds = 0;  // BF16's epilogue adds (C_in, bias), not in epilogue_adds
   uint64_t spad_read_bytes = 0, spad_write_bytes = 0;
   uint64_t dram_bytes = 0;  // read and written, descriptors included
   uint64_t epilogue_adds = 0, epilogue_requants = 0;
@@ -66,8 +72,8 @@ struct EngineActivity {
   EngineActivity& operator+=(const EngineActivity& o);
   EngineActivity operator-(const EngineActivity& o) const;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EngineActivity, macs, spad_read_bytes, spad_write_bytes, dram_bytes, epilogue_adds,
-                                   epilogue_requants, cycles)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EngineActivity, macs, bf16_macs, fp32_adds, spad_read_bytes, spad_write_bytes,
+                                   dram_bytes, epilogue_adds, epilogue_requants, cycles)
 
 // The activity of a batch of descriptors from the engine's counters over it (`delta`): the
 // scratchpad's writes are every beat read except the descriptors' own 64 bytes; the epilogue's
@@ -88,9 +94,9 @@ struct EnergySplit {
   }
 };
 
-// The engine's silicon at the table's node, from its structure: R x C MACs and its scratchpads'
-// bytes (A, B, C_in and the epilogue's tables, both slots). Control, pipeline registers and wiring
-// are not counted: a lower bound.
+// The engine's silicon at the table's node, from its structure: R x C MACs (with BF16, each also a
+// bf16 multiplier and an fp32 adder) and its scratchpads' bytes (A, B, C_in and the epilogue's
+// tables, both slots). Control, pipeline registers and wiring are not counted: a lower bound.
 struct AsicArea {
   uint64_t macs = 0, sram_bytes = 0;
   double array_mm2 = 0, sram_mm2 = 0;

@@ -26,7 +26,7 @@ struct PlanDevice {
   double weight = 1;    // share of each layer, relative to the group
   uint32_t gpu_index = 0;      // cuda: the GPU
   std::string gpu = "h100";    // cuda: whose published peaks a projection uses (?gpu=NAME)
-  GpuPrecision precision = GpuPrecision::kFp32;  // cuda: its GEMMs' precision (?precision=P)
+  GpuPrecision precision = GpuPrecision::kFp32;  // cuda, accelerators: the GEMMs' precision (?precision=P)
   bool projected = false;      // cuda: computed on the host and its time projected even where a GPU is present
   // Filled in by Plan::resolve for a model:
   uint32_t heads = 0, head_begin = 0;  // attention heads [head_begin, head_begin + heads)

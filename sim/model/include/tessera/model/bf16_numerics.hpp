@@ -10,7 +10,9 @@
 // checks this against MPFR, which rounds the exact result.
 #pragma once
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace tessera::numerics {
@@ -65,6 +67,41 @@ inline uint32_t bf16_fma(uint32_t acc, uint16_t a, uint16_t b) {
   }
   if (fp32_is_inf(acc)) return acc;
   return round_fp32(fp32_value(acc) + fp32_value(fa) * fp32_value(fb));
+}
+
+// bf16_fma over a row of PEs that share their A operand, for finite operands (no infinity or NaN
+// in a or b; subnormals already zeros): acc[i] = bf16_fma(acc[i], a, b[i]), as the golden model's
+// fast path. The hardware's conversion of the double sum to float rounds to 24 bits, nearest even,
+// and overflows to infinity as round_fp32 does; only a result below 2^-126 needs the engine's rule
+// (it is 2^-126 where rounding to 24 bits with an unbounded exponent reaches it, else a zero). An
+// infinite accumulator stays infinite, as finite products cannot cancel it.
+inline void bf16_fma_row(float* __restrict acc, float a, const float* __restrict b, uint32_t n) {
+  constexpr double kReachesMin = 0x1p-126 - 0x1p-151;  // the midpoint below 2^-126 on the 24-bit grid
+  constexpr uint32_t kChunk = 64;
+  double s[kChunk];
+  for (uint32_t i0 = 0; i0 < n; i0 += kChunk) {
+    const uint32_t len = std::min(kChunk, n - i0);
+    float* __restrict x = acc + i0;
+    const float* __restrict y = b + i0;
+    // a plain loop of a fixed count, which the compiler vectorizes, noting results of 2^-126 or less ...
+    uint32_t tiny = 0;
+    auto step = [&](uint32_t i) {
+      s[i] = static_cast<double>(x[i]) + static_cast<double>(a) * static_cast<double>(y[i]);
+      x[i] = static_cast<float>(s[i]);
+      tiny |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & ~kFp32Sign) <= 0x00800000u);
+    };
+    if (len == kChunk)
+      for (uint32_t i = 0; i < kChunk; ++i) step(i);
+    else
+      for (uint32_t i = 0; i < len; ++i) step(i);
+    // ... then, where there are any, the results at or below 2^-126: the hardware rounds on the
+    // subnormal grid there, which can reach 2^-126 where the engine's 24-bit grid does not
+    if (tiny)
+      for (uint32_t i = 0; i < len; ++i)
+        if ((std::bit_cast<uint32_t>(x[i]) & ~kFp32Sign) <= 0x00800000u && s[i] != 0)
+          x[i] = std::bit_cast<float>((static_cast<uint32_t>(std::bit_cast<uint64_t>(s[i]) >> 32) & kFp32Sign) |
+                                      (std::abs(s[i]) >= kReachesMin ? 0x00800000u : 0u));
+  }
 }
 
 // x + y rounded once, for the epilogue's C_in and bias; y comes from memory (subnormal: zero).

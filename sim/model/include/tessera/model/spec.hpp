@@ -128,9 +128,9 @@ struct Preset {
 };
 
 inline constexpr std::array<Preset, 3> kPresets{{
-    {"small", 4, 4, 4096, 256, 16, 0},
-    {"default", 16, 16, 4096, 256, 64, 0},
-    {"large", 32, 32, 4096, 512, 64, 0},
+    {"small", 4, 4, 4096, 256, 16, 1},
+    {"default", 16, 16, 4096, 256, 64, 1},
+    {"large", 32, 32, 4096, 512, 64, 1},
 }};
 
 // Descriptor layout: 32-bit words; 64-bit fields span word and word + 1.
