@@ -24,6 +24,8 @@ def parse_args(doc, argv=None):
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build-regress")
     ap.add_argument("--no-build", action="store_true", help="use --build as it is")
     ap.add_argument("--sim", type=pathlib.Path, help="simulator to run instead of the build's (an RTL variant)")
+    ap.add_argument("--no-waves", action="store_true",
+                    help="do not rerun failed simulations with a waveform (their reproduce lines still print)")
     ap.add_argument("--skip", default="", help=f"kinds to leave out: {','.join(KINDS)}")
     ap.add_argument("--junit", type=pathlib.Path, help="write JUnit XML here")
     ap.add_argument("--report", type=pathlib.Path, help="report directory (default BUILD/regress-report)")
@@ -83,7 +85,7 @@ def main(doc, argv=None):
                   + (f"\n      {j.detail[:300]}" if j.status != "pass" else ""), flush=True)
     failed = [j for j in todo if j.status != "pass"]
     for j in failed:
-        jobs.rerun_with_waveform(j, args, base_env)
+        jobs.rerun_with_waveform(j, args, base_env, waves=not args.no_waves)
 
     cov = None if "coverage" in args.skip else coverage.merge(args.out / "coverage/raw", args.out / "coverage")
     cycles_base, area_base = baselines.load(args.cycles_baseline), baselines.load(args.area_baseline)

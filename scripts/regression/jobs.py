@@ -151,17 +151,20 @@ def make_jobs(args):
     return jobs
 
 
-def rerun_with_waveform(job, args, base_env):
-    """Reruns a failed simulation with the same seed and an FST waveform; sets the repro command."""
+def rerun_with_waveform(job, args, base_env, waves=True):
+    """Reruns a failed simulation with the same seed and an FST waveform (unless not waves); sets the
+    repro command."""
     if job.kind not in SIMULATIONS:
         job.repro = command_line({}, job.cmd)
         return
-    waves = args.out / "waves"
-    waves.mkdir(parents=True, exist_ok=True)
-    fst = waves / (file_name(job.id) + ".fst")
     env = {k: v for k, v in job.env.items() if k != "TESSERA_COVERAGE_DIR"}
     if job.seed is not None:
         env["TESSERA_SEED"] = str(job.seed)
+    if not waves:
+        job.repro = command_line(env, job.cmd)
+        return
+    fst = args.out / "waves" / (file_name(job.id) + ".fst")
+    fst.parent.mkdir(parents=True, exist_ok=True)
     env["TESSERA_TRACE"] = str(fst)
     job.repro = command_line(env, job.cmd)
     try:

@@ -9,7 +9,8 @@ assertion (rtl/sva) that failed, or the action counters that disagree with the g
 
 REGRESS_BUILD is a build made by scripts/regress (its tessera and cosim tests drive the mutant
 simulator). Lint, synthesis and coverage are left out of the mutants' regressions: they are not
-what catches a functional bug, and each would cost minutes per mutant.
+what catches a functional bug, and each would cost minutes per mutant; so would rerunning each
+failure with a waveform (--no-waves).
 """
 import argparse
 import pathlib
@@ -68,7 +69,7 @@ def main():
         report = args.work / f"report_{mut['name']}"
         r = subprocess.run([str(ROOT / "scripts/regress"), "--quick", "--no-build", "--build",
                             str(args.build), "--sim", str(build / "sim/platform/tessera-sim"), "--skip",
-                            "lint,equiv,synth,coverage", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
+                            "lint,equiv,synth,coverage", "--no-waves", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
                             "--junit", str(report / "junit.xml")], capture_output=True, text=True)
         named = NAMED_FAILURE.search(r.stdout)
         caught = r.returncode == 1 and "regression: FAIL" in r.stdout
