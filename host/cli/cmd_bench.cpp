@@ -31,20 +31,10 @@ std::vector<uint32_t> parse_counts(const std::string& text, const char* option) 
   return out;
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  for (size_t pos = 0; pos <= text.size();) {
-    const size_t end = std::min(text.find(sep, pos), text.size());
-    out.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
-}
-
 // One test of one plan: a prefill of `tokens` tokens per sequence (pp), or `tokens` decode steps
 // from an empty cache (tg), as llama-bench defines them.
 struct Result {
-  std::string plan, test, time;  // time: what the device-clock figure rests on
+  std::string plan, precision, test, time;  // time: what the device-clock figure rests on
   uint32_t batch = 0, tokens = 0;
   double seconds = 0, wall_seconds = 0;  // on the devices' clocks, and of the simulation or run
   double tokens_per_s() const { return seconds > 0 ? batch * tokens / seconds : 0; }
@@ -74,7 +64,7 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
     for (uint32_t i = 0; i < tokens; ++i) p.step(some(1), 1, true);
   p.end();
   Result r;
-  r.plan = ra.plan.str(), r.test = fmt::format("{}{}", prefill ? "pp" : "tg", tokens), r.batch = batch, r.tokens = tokens;
+  r.plan = ra.plan.str(), r.precision = plan_precision(ra.plan), r.test = fmt::format("{}{}", prefill ? "pp" : "tg", tokens), r.batch = batch, r.tokens = tokens;
   r.clock_mhz = ra.clock_mhz, r.clock = ra.clock_source;
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::vector<OpRecord> log = labelled_log(p, devs, from);
@@ -98,7 +88,7 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
 
 int bench(const std::vector<std::string>& args) {
   RunArgs ra;
-  std::string prompts = "128", decodes = "32", plans, format = "md";
+  std::string prompts = "128", decodes = "32", format = "md";
   po::options_description opts(
       "tessera bench: prompt processing (pp: a prefill of P tokens) and token generation (tg: N decode steps)\n"
       "in tokens/s on the devices' clocks, per plan, as llama-bench measures them");
@@ -109,7 +99,7 @@ int bench(const std::vector<std::string>& args) {
       ("prompt,p", po::value(&prompts)->default_value("128"), "prompt lengths, comma-separated")
       ("gen,n", po::value(&decodes)->default_value("32"), "decode lengths, comma-separated")
       ("batch", po::value(&ra.batch)->default_value(1), "sequences at once")
-      ("plan", po::value(&plans), "plans, comma-separated (default: every layer on rtl:0)")
+      ("plan", po::value(&ra.plan_text), kPlanHelp)
       ("seed", po::value(&ra.seed)->default_value(1), "seed of the random tokens")
       ("output,o", po::value(&format)->default_value("md"), "md, csv or json");
   ra.add_energy_option(opts);
@@ -119,26 +109,20 @@ int bench(const std::vector<std::string>& args) {
   if (format != "md" && format != "csv" && format != "json")
     throw std::invalid_argument(fmt::format("-o {}: expected md, csv or json", format));
   const std::vector<uint32_t> pp = parse_counts(prompts, "-p"), tg = parse_counts(decodes, "-n");
-  ra.finish(*vm);  // the model's configuration, and the default plan
+  ra.finish(*vm);  // the model's configuration and the plans
   const Gpt2Config& cfg = ra.cfg;
   for (uint32_t t : pp)
     if (t > cfg.positions) throw std::invalid_argument(fmt::format("-p {}: more than the model's {} positions", t, cfg.positions));
   for (uint32_t t : tg)
     if (t > cfg.positions) throw std::invalid_argument(fmt::format("-n {}: more than the model's {} positions", t, cfg.positions));
-  std::vector<Plan> plan_list;
-  for (const std::string& text : plans.empty() ? std::vector<std::string>{""} : split(plans, ',')) {
-    Plan plan = text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(text);
-    plan.resolve(cfg);
-    plan.assign_ranks(1);
-    plan_list.push_back(std::move(plan));
-  }
   const Gpt2Model model = ra.load_model();
   std::mt19937_64 rng(ra.seed);
   std::vector<Result> results;
   const bool tty = ::isatty(STDERR_FILENO);
-  for (Plan& plan : plan_list) {
-    ra.plan = plan;
-    ra.resolve_clock(plan);
+  for (size_t i = 0; i < ra.plans.size(); ++i) {
+    ra.select_plan(i);
+    ra.plan.assign_ranks(1);
+    const Plan& plan = ra.plan;
     const auto devs = open_devices(ra, nullptr, 0, "bench");
     Pipeline pipeline(model, stage_shards(ra.plan, *devs, 0));
     for (bool prefill : {true, false})
@@ -152,7 +136,7 @@ int bench(const std::vector<std::string>& args) {
   if (format == "json") {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const Result& r : results)
-      rows.push_back({{"plan", r.plan}, {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
+      rows.push_back({{"plan", r.plan}, {"precision", r.precision}, {"test", r.test}, {"batch", r.batch}, {"tokens", r.tokens},
                       {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s()}, {"time", r.time},
                       {"joules", r.joules}, {"j_per_token", r.j_per_token()}, {"tops_per_w", r.tops_per_w()},
                       {"energy", r.energy}, {"clock_mhz", r.clock_mhz}, {"clock", r.clock},
@@ -160,17 +144,17 @@ int bench(const std::vector<std::string>& args) {
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
                                         {"energy_table", ra.energy_table.name}, {"results", rows}}.dump(2) << "\n";
   } else if (format == "csv") {
-    std::cout << "model,plan,batch,test,tokens_per_s,seconds,time,wall_seconds,j_per_token,tops_per_w,energy\n";
+    std::cout << "model,plan,batch,test,tokens_per_s,seconds,time,wall_seconds,j_per_token,tops_per_w,energy,precision\n";
     for (const Result& r : results)
-      std::cout << fmt::format("{},{},{},{},{:.3f},{:.9f},{},{:.3f},{:.6g},{:.4g},{}\n", ra.model, r.plan, r.batch,
+      std::cout << fmt::format("{},{},{},{},{:.3f},{:.9f},{},{:.3f},{:.6g},{:.4g},{},{}\n", ra.model, r.plan, r.batch,
                                r.test, r.tokens_per_s(), r.seconds, r.time, r.wall_seconds, r.j_per_token(),
-                               r.tops_per_w(), r.energy);
+                               r.tops_per_w(), r.energy, r.precision);
   } else {
-    std::cout << fmt::format("| model | plan | batch | test | tokens/s | time | mJ/token | TOPS/W | energy | wall s |\n"
-                             "|---|---|---:|---|---:|---|---:|---:|---|---:|\n");
+    std::cout << fmt::format("| model | plan | precision | batch | test | tokens/s | time | mJ/token | TOPS/W | energy | wall s |\n"
+                             "|---|---|---|---:|---|---:|---|---:|---:|---|---:|\n");
     for (const Result& r : results)
-      std::cout << fmt::format("| {} | {} | {} | {} | {:.2f} | {} | {:.4g} | {:.3g} | {} | {:.2f} |\n", ra.model,
-                               r.plan, r.batch, r.test, r.tokens_per_s(), r.time, r.j_per_token() * 1e3,
+      std::cout << fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {} | {:.4g} | {:.3g} | {} | {:.2f} |\n", ra.model,
+                               r.plan, r.precision, r.batch, r.test, r.tokens_per_s(), r.time, r.j_per_token() * 1e3,
                                r.tops_per_w(), r.energy, r.wall_seconds);
     std::set<std::string> clocks;
     for (const Result& r : results) clocks.insert(fmt::format("{} MHz ({})", r.clock_mhz, r.clock));

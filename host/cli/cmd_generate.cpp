@@ -90,12 +90,16 @@ std::string time_label(const std::vector<OpRow>& rows) {
   return out;
 }
 
-int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
+// Generates on ra.plan and reports it: alone, as --json, --csv or text say; when its plan is one of
+// several compared, its --json object goes to `compared`. `fp32` keeps the fp32 CPU generation
+// that every plan is compared with, made once.
+int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, std::optional<Generation>& fp32,
+           nlohmann::ordered_json* compared = nullptr) {
   const RunArgs& ra = ga.ra;
   const auto devs = open_devices(ra, comm, me, "generate");
   if (!devs) return 1;
   Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
-  const bool stream = me == 0 && !ra.json && !ra.csv;
+  const bool stream = me == 0 && !ra.json && !ra.csv && !compared;
   auto write_token = [&](int32_t id) {
     if (ga.tokenizer)
       std::cout << ga.tokenizer->token_bytes(id);
@@ -130,10 +134,12 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   const Gpt2Config& cfg = model.cfg;
   const auto& first = ra.plan.stages.front().devices;
   const bool plan_is_reference = ra.plan.stages.size() == 1 && first.size() == 1 && first[0].kind == "cpu";
-  const Generation ref = plan_is_reference ? g : [&] {
+  if (!fp32 && plan_is_reference) fp32 = g;
+  if (!fp32) {
     Pipeline reference(model, {StageShards{0, cfg.layers - 1, {Shard{&cpu, 0, cfg.heads, 0, 4 * cfg.width, 0, cfg.vocab}}}});
-    return run_generation(reference, ga, nullptr, 0, [](int32_t) {});
-  }();
+    fp32 = run_generation(reference, ga, nullptr, 0, [](int32_t) {});
+  }
+  const Generation& ref = *fp32;
   std::optional<size_t> divergence;
   for (size_t i = 0; i < std::max(g.ids.size(), ref.ids.size()) && !divergence; ++i)
     if (i >= g.ids.size() || i >= ref.ids.size() || g.ids[i] != ref.ids[i]) divergence = i;
@@ -162,7 +168,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
       kv_bytes += (st.last - st.first + 1) *
                   KvCache::fp32_bytes(1, d.heads, cfg.head_dim(), static_cast<uint32_t>(n) + ga.max_new - 1);
 
-  if (ra.json) {
+  if (ra.json || compared) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
       for (const OpRow& r : sum->rows) {
@@ -184,7 +190,8 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
           nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     };
     nlohmann::ordered_json j = {
-        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"clock_mhz", ra.clock_mhz},
+        {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()},
+        {"precision", plan_precision(ra.plan)}, {"clock_mhz", ra.clock_mhz},
         {"clock", ra.clock_source},
         {"text", as_text(text)}, {"prompt_ids", ga.prompt_ids}, {"generated_ids", g.ids},
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
@@ -205,7 +212,10 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
         {"ops", ops},
         {"energy", {{"prefill", energy_json(prefill, ra, n)}, {"decode", energy_json(decode, ra, decoded)}}},
         {"roofline", roofline}};
-    std::cout << j.dump(2) << "\n";
+    if (compared)
+      compared->push_back(std::move(j));
+    else
+      std::cout << j.dump(2) << "\n";
     return 0;
   }
   if (ra.csv) {
@@ -252,6 +262,51 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me) {
   return 0;
 }
 
+// Several plans side by side: per plan its precision, time to first token, prefill and decode rates
+// on the devices' clocks, decode energy, and how far its ids agree with fp32 on the CPU; then the texts.
+void print_comparison(const nlohmann::ordered_json& runs, const GenerateArgs& ga) {
+  const RunArgs& ra = ga.ra;
+  if (ra.json) {
+    std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"prompt_ids", ga.prompt_ids},
+                                        {"runs", runs}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  auto same_ids = [](const nlohmann::ordered_json& r) {
+    const size_t n = r["generated_ids"].size();
+    const auto& d = r["reference"]["first_divergence"];
+    return d.is_null() ? fmt::format("all {}", n) : fmt::format("first {} of {}", d.get<size_t>(), n);
+  };
+  if (ra.csv) {
+    std::cout << "plan,precision,ttft_s,prefill_tokens_per_s,decode_tokens_per_s,decode_j_per_token,"
+                 "generated,first_divergence\n";
+    for (const auto& r : runs)
+      std::cout << fmt::format("{},{},{:.9f},{:.3f},{:.3f},{:.6g},{},{}\n", r["plan"].get<std::string>(),
+                               r["precision"].get<std::string>(), r["ttft_s"].get<double>(),
+                               r["prefill"]["tokens_per_s"].get<double>(), r["decode"]["tokens_per_s"].get<double>(),
+                               r["energy"]["decode"]["j_per_token"].get<double>(), r["generated_ids"].size(),
+                               r["reference"]["first_divergence"].dump());
+    return;
+  }
+  std::cout << fmt::format("model {}, a prompt of {} tokens, {} plans side by side; time on the devices' clocks, ids "
+                           "against fp32 on the CPU\n\n",
+                           ra.model, ga.prompt_ids.size(), runs.size());
+  std::cout << fmt::format("{:<40} {:<10} {:>10} {:>14} {:>13} {:>14} {:<16}\n", "PLAN", "PRECISION", "TTFT (ms)",
+                           "PREFILL TOK/S", "DECODE TOK/S", "DECODE mJ/TOK", "IDS AS FP32");
+  for (const auto& r : runs) {
+    const double j = r["energy"]["decode"]["j_per_token"].get<double>();
+    std::cout << fmt::format("{:<40} {:<10} {:>10.4g} {:>14.5g} {:>13.5g} {:>14} {:<16}\n", r["plan"].get<std::string>(),
+                             r["precision"].get<std::string>(), r["ttft_s"].get<double>() * 1e3,
+                             r["prefill"]["tokens_per_s"].get<double>(), r["decode"]["tokens_per_s"].get<double>(),
+                             j > 0 ? fmt::format("{:.4g}", j * 1e3) : "-", same_ids(r));
+  }
+  if (ga.tokenizer) {
+    std::cout << "\n";
+    for (const auto& r : runs) std::cout << fmt::format("{}: {}\n", r["plan"].get<std::string>(), r["text"].dump());
+  }
+}
+
 }  // namespace
 
 int generate(const std::vector<std::string>& args) {
@@ -274,7 +329,7 @@ int generate(const std::vector<std::string>& args) {
       ("top-k", po::value(&ga.sampling.top_k)->default_value(0), "sample from the k most likely tokens (0: all)")
       ("top-p", po::value(&ga.sampling.top_p)->default_value(1.0), "sample from the smallest set reaching this mass")
       ("seed", po::value(&ra.seed)->default_value(1), "seed of the sampling")
-      ("plan", po::value(&ra.plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("plan", po::value(&ra.plan_text), kPlanHelp)
       ("trace", po::value(&ra.trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
       ("capture", po::value(&ra.capture_dir), "record each accelerator's work in a trace under this directory")
       ("csv", po::bool_switch(&ra.csv), "print the per-op table as CSV")
@@ -321,9 +376,23 @@ int generate(const std::vector<std::string>& args) {
   ra.microbatches = 1;
 
   const std::unique_ptr<Comm> comm = mpi_world();
-  ra.plan.assign_ranks(comm ? comm->size() : 1);
+  if (comm) ra.require_one_plan("a run under mpirun");
+  if (ra.plans.size() > 1 && !(ra.trace_path.empty() && ra.capture_dir.empty()))
+    throw std::invalid_argument("--trace and --capture take one plan");
   const Gpt2Model model = ra.load_model();
-  return on_every_rank(comm.get(), "generate", [&](int me) { return report(ga, model, comm.get(), me); });
+  std::optional<Generation> fp32;
+  if (ra.plans.size() == 1) {
+    ra.plan.assign_ranks(comm ? comm->size() : 1);
+    return on_every_rank(comm.get(), "generate", [&](int me) { return report(ga, model, comm.get(), me, fp32); });
+  }
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < ra.plans.size(); ++i) {
+    ra.select_plan(i);
+    ra.plan.assign_ranks(1);
+    if (report(ga, model, nullptr, 0, fp32, &runs) != 0) return 1;
+  }
+  print_comparison(runs, ga);
+  return 0;
 }
 
 }  // namespace tessera::cli

@@ -25,6 +25,7 @@ int plan(const std::vector<std::string>& args) {
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
   ra.finish(*parsed);
+  ra.require_one_plan("tessera plan");
   const Gpt2Config& cfg = ra.cfg;
   const Plan& plan = ra.plan;
   const std::string& model_arg = ra.model;

@@ -1,11 +1,14 @@
 #include "run_args.hpp"
 
+#include "tessera/backends/gpu_projection.hpp"
 #include "tessera/driver/device.hpp"
 #include "tessera/model/parse.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <random>
+#include <regex>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -18,7 +21,7 @@ void RunArgs::add_options(po::options_description& opts) {
       ("model", po::value(&model)->default_value("tiny"),
        "a model directory (config.json + model.safetensors), tiny, or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]\n"
        "(seeded random weights of that shape: random:12,768,12,50257,1024 is GPT-2 small)")
-      ("plan", po::value(&plan_text), "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]  (default: every layer on rtl:0)")
+      ("plan", po::value(&plan_text), kPlanHelp)
       ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
       ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
       ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
@@ -87,6 +90,7 @@ void RunArgs::finish(const po::variables_map& vm) {
     project_rows = static_cast<uint32_t>(*rows);
     project_cols = static_cast<uint32_t>(*cols);
   }
+  project_clock_given = vm.count("project-clock-mhz") > 0;
   if (vm.count("project-clock-mhz") && !(project_clock_mhz > 0))
     throw std::invalid_argument("--project-clock-mhz must be positive");
   if (vm.count("project-clock-mhz") && project_array.empty())
@@ -104,11 +108,64 @@ void RunArgs::finish(const po::variables_map& vm) {
   if (seq > cfg.positions)
     throw std::invalid_argument(fmt::format("{} tokens in a sequence, more than the model's {} positions", seq,
                                             cfg.positions));
-  plan = plan_text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(plan_text);
-  plan.resolve(cfg);
-  resolve_clock(plan);
-  if (project_clock_mhz == 0) project_clock_mhz = clock_mhz;
+  plans.clear();
+  for (const std::string& text : split_plans(plan_text)) {
+    if (text.empty() && !plan_text.empty())
+      throw std::invalid_argument(fmt::format("--plan {}: an empty plan in the list", plan_text));
+    plans.push_back(text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(text));
+    plans.back().resolve(cfg);
+  }
+  select_plan(0);
   energy_table = EnergyTable::load(energy_table_name);
+}
+
+void RunArgs::select_plan(size_t i) {
+  plan = plans.at(i);
+  resolve_clock(plan);
+  if (!project_clock_given) project_clock_mhz = clock_mhz;
+}
+
+void RunArgs::require_one_plan(std::string_view what) const {
+  if (plans.size() > 1)
+    throw std::invalid_argument(fmt::format("--plan lists {} plans; {} takes one", plans.size(), what));
+}
+
+std::string plan_precision(const Plan& plan) {
+  std::set<std::string> kinds;
+  for (const Stage& st : plan.stages)
+    for (const PlanDevice& d : st.devices) kinds.insert(d.kind == "cpu" ? "fp32" : std::string(to_string(d.precision)));
+  std::string out;
+  for (const auto& k : kinds) out += (out.empty() ? "" : "+") + k;
+  return out;
+}
+
+namespace {
+
+// `text` cut at every `sep` (an empty text gives one empty item).
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= text.size();) {
+    const size_t end = std::min(text.find(sep, pos), text.size());
+    out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> split_plans(const std::string& text) {
+  // A device option's value may hold commas (fault=stuck:1,1,20): a comma starts a plan only where
+  // the text after it starts as a stage does, LAYERS@.
+  static const std::regex stage_start(R"(^\d+(-\d+)?@)");
+  std::vector<std::string> out;
+  for (const std::string& piece : split(text, ',')) {
+    if (out.empty() || piece.empty() || std::regex_search(piece, stage_start))
+      out.push_back(piece);
+    else
+      out.back() += "," + piece;
+  }
+  return out;
 }
 
 Gpt2Config RunArgs::model_config() const {

@@ -23,6 +23,7 @@ struct RunArgs {
   std::string project_array;       // ASIC what-if: RxC
   uint32_t project_rows = 0, project_cols = 0;
   double project_clock_mhz = 0;    // 0: --clock-mhz
+  bool project_clock_given = false;
   std::string energy_table_name = "7nm";  // a shipped table or a file (docs/ENERGY.md)
   uint64_t seed = 1;
   bool json = false, csv = false;
@@ -34,17 +35,33 @@ struct RunArgs {
   // (rtl/fmax.json) of `plan`'s accelerators' presets, or an assumed 250 MHz where none has one.
   void resolve_clock(const Plan& plan);
   // After parsing: checks the combination, loads the model's configuration, and resolves the
-  // plan (default: every layer on rtl:0) and the token shape; throws std::invalid_argument.
+  // plans (default: every layer on rtl:0) and the token shape; throws std::invalid_argument.
   void finish(const boost::program_options::variables_map& vm);
+  // Makes plans[i] the plan, with its accelerators' clock where --clock-mhz did not give it.
+  void select_plan(size_t i);
+  // Where only one plan can be run (`what`): std::invalid_argument if --plan listed several.
+  void require_one_plan(std::string_view what) const;
 
   Gpt2Config cfg;
-  Plan plan;
+  Plan plan;                // the one being run: plans[0] until select_plan
+  std::vector<Plan> plans;  // --plan P,P,...: run, generate, eval and bench compare them side by side
   EnergyTable energy_table;
   Gpt2Config model_config() const;  // of --model, without loading weights
   Gpt2Model load_model() const;
   // The tokens: --tokens, or `batch` x `seq` ids drawn from `seed`.
   std::vector<int32_t> tokens() const;
 };
+
+// --plan's help, in every command that takes it.
+inline constexpr const char* kPlanHelp =
+    "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]; several plans, comma-separated, are compared side by side "
+    "(default: every layer on rtl:0)";
+
+// The precision the plan's devices compute in: an accelerator's or a GPU's, fp32 on a CPU; "bf16+fp32"
+// where they differ.
+std::string plan_precision(const Plan& plan);
+// --plan's list: comma-separated plans, each starting LAYERS@ (a device option's commas stay in it).
+std::vector<std::string> split_plans(const std::string& text);
 
 // Comma-separated token ids ("464,3290"); std::invalid_argument names `option` and the bad item.
 std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option);

@@ -468,7 +468,7 @@ nlohmann::ordered_json roofline_json(const RunSummary& sum) {
   return points;
 }
 
-void print_json(const RunSummary& sum, const RunArgs& ra) {
+nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
   const bool what_if = ra.project_rows > 0;
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
   for (const auto& r : sum.rows) {
@@ -513,8 +513,10 @@ void print_json(const RunSummary& sum, const RunArgs& ra) {
                        {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
     j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.ranks.size()}, {"ranks", ranks}};
   }
-  std::cout << j.dump(2) << "\n";
+  return j;
 }
+
+void print_json(const RunSummary& sum, const RunArgs& ra) { std::cout << run_json(sum, ra).dump(2) << "\n"; }
 
 void print_csv(const RunSummary& sum, const RunArgs& ra) {
   std::cout << "device,op,calls,seconds,time,cycles,macs,utilization,bytes,projected_cycles,projected_seconds,"
@@ -607,6 +609,53 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
                            num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
 }
 
-// Runs the plan's devices of rank `me` and, on rank 0, reports the whole run.
+void print_comparison(const std::vector<PlanRun>& runs, const RunArgs& ra, const Gpt2Config& cfg) {
+  const uint64_t tokens = uint64_t{ra.batch} * ra.seq;
+  const double first = runs.front().sum.makespan;
+  if (ra.json) {
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (const PlanRun& r : runs) all.push_back(run_json(r.sum, r.args));
+    std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"batch", ra.batch},
+                                        {"seq", ra.seq}, {"runs", all}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  if (ra.csv) {
+    std::cout << "plan,precision,seconds,clock_mhz,joules,j_per_token,max_abs_err,rel_l2,cosine,top1_agreement\n";
+    for (const PlanRun& r : runs) {
+      const Numerics& n = r.sum.numerics;
+      std::cout << fmt::format("{},{},{:.9f},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.9f},{:.4f}\n", r.args.plan.str(),
+                               plan_precision(r.args.plan), r.sum.makespan, r.args.clock_mhz, r.sum.joules,
+                               r.sum.joules / double(tokens), n.max_abs_err, n.rel_l2, n.cosine, n.top1_agreement);
+    }
+    return;
+  }
+  std::cout << fmt::format("model {} ({} layers, width {}), batch {} x {} tokens, {} microbatch(es); {} plans side by "
+                           "side, each against fp32 on the CPU\n\n",
+                           ra.model, cfg.layers, cfg.width, ra.batch, ra.seq, ra.microbatches, runs.size());
+  std::cout << fmt::format("{:<40} {:<10} {:>10} {:>8} {:>9} {:>10} {:>10} {:>10} {:>9} {:>6}\n", "PLAN", "PRECISION",
+                           "TIME (ms)", "X FIRST", "CLOCK", "mJ/TOKEN", "MAX ABS", "REL L2", "COSINE", "TOP-1");
+  for (const PlanRun& r : runs) {
+    const Numerics& n = r.sum.numerics;
+    std::cout << fmt::format("{:<40} {:<10} {:>10.4g} {:>8.3f} {:>9} {:>10} {:>10.4g} {:>10.4g} {:>9.6f} {:>6.3f}\n",
+                             r.args.plan.str(), plan_precision(r.args.plan), r.sum.makespan * 1e3,
+                             first > 0 ? r.sum.makespan / first : 0.0,
+                             r.sum.cycles ? fmt::format("{:.4g} MHz", r.args.clock_mhz) : "-",
+                             r.sum.energy.empty() ? "-" : fmt::format("{:.4g}", r.sum.joules * 1e3 / double(tokens)),
+                             n.max_abs_err, n.rel_l2, n.cosine, n.top1_agreement);
+  }
+  std::cout << "\ntime on the devices' clocks over the pipeline schedule (accelerators: cycles / clock; GPUs measured "
+               "or projected; the CPU measured); energy of the devices that have a figure\n";
+  for (const PlanRun& r : runs)
+    if (r.sum.cycles) std::cout << fmt::format("  {}: clock {} MHz ({})\n", r.args.plan.str(), r.args.clock_mhz,
+                                               r.args.clock_source);
+  std::map<std::string, std::set<std::string>> projected;  // GPU -> the devices projected as it
+  for (const PlanRun& r : runs)
+    for (const auto& [spec, gpu] : r.sum.projected) projected[gpu].insert(spec);
+  for (const auto& [gpu, specs] : projected)
+    std::cout << fmt::format("  {}: times projected from the published peaks of the {}, not measured\n",
+                             fmt::join(specs, ", "), gpu);
+}
 
 }  // namespace tessera::cli

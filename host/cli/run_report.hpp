@@ -142,10 +142,21 @@ nlohmann::ordered_json energy_json(const RunSummary& sum, const RunArgs& ra, uin
 // Each op with MACs against its device's ceilings: [{device, op, intensity, achieved, compute_ceiling,
 // memory_ceiling, time}].
 nlohmann::ordered_json roofline_json(const RunSummary& sum);
+nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra);  // `run --json`'s object
 void print_json(const RunSummary& sum, const RunArgs& ra);
 void print_csv(const RunSummary& sum, const RunArgs& ra);
 // The energy per device, its sources, and the total over `tokens`, of a phase where one is named.
 void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view phase = "");
 void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg);
+
+// One plan of several that `run` compares: the arguments it ran with (its plan and clock) and what it did.
+struct PlanRun {
+  RunArgs args;
+  RunSummary sum;
+};
+// The plans side by side: per plan its precision, time on the devices' clocks (and against the first
+// plan's), energy and numerics against fp32 on the CPU. --json: each plan's `run --json` object under
+// "runs"; --csv: a row per plan.
+void print_comparison(const std::vector<PlanRun>& runs, const RunArgs& ra, const Gpt2Config& cfg);
 
 }  // namespace tessera::cli

@@ -152,6 +152,10 @@ for args, needle in [
     (("bench", "-p", "0"), "not a positive count"),
     (("bench", "-n", "999", "--plan", "0-1@cpu"), "positions"),
     (("bench", "--plan", "0-1@cpu,0@tpu"), "unknown device"),
+    (("run", "--plan", "0-1@cpu,,0-1@model"), "an empty plan"),
+    (("run", "--plan", "0-1@cpu,0-1@model", "--trace", "/tmp/unused.json"), "take one plan"),
+    (("plan", "--plan", "0-1@cpu,0-1@model"), "takes one"),
+    (("generate", "--plan", "0-1@cpu,0-1@model", "--tokens", "1", "--capture", "/tmp/unused"), "take one plan"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER), "one of --text, --file or --decode"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--text", "a", "--decode", "1"), "one of --text"),
     (("tokenize", "--tokenizer", GPT2_TOKENIZER, "--decode", "464,50257"), "outside the vocabulary"),
@@ -223,6 +227,13 @@ with tempfile.TemporaryDirectory() as d:
     k = json.loads(r.stdout) if r.returncode == 0 else {}
     check("eval on the accelerator model: int8, within 2% of fp32's perplexity",
           k.get("precision") == "int8" and abs(k.get("perplexity", 0) / j.get("perplexity", 1) - 1) < 0.02, str(k))
+    r = run("eval", "--model", str(model), "--text", str(text), "--plan", "0-1@cpu,0-1@model,0-1@model?precision=bf16",
+            "--window", "48", "--stride", "16", "--json")
+    runs = (json.loads(r.stdout) if r.returncode == 0 else {}).get("runs", [])
+    check("eval with several plans --json: a perplexity per plan and precision, the same as each alone",
+          [x["precision"] for x in runs] == ["fp32", "int8", "bf16"] and runs[0]["perplexity"] == j.get("perplexity")
+          and runs[1]["perplexity"] == k.get("perplexity")
+          and abs(runs[2]["perplexity"] / j.get("perplexity", 1) - 1) < 0.005, r.stdout[-600:] + r.stderr)
     r = run("generate", "--model", str(model), "--prompt", "The engine", "--max-new-tokens", "5", "--plan", "0-1@cpu")
     check("generate: a model directory's own tokenizer takes --prompt", r.returncode == 0
           and r.stdout.startswith("The engine"), r.stdout[-300:] + r.stderr)
@@ -241,7 +252,34 @@ check("bench -o json: pp and tg per plan, tokens/s on the devices' clocks, label
       and all(x["tokens_per_s"] > 0 and x["batch"] == 2 and x["time"] for x in j["results"])
       and j["results"][0]["time"] == "cycles / clock + measured", r.stdout[-600:] + r.stderr)
 r = run("bench", "-p", "8", "-n", "2", "--plan", "0-1@cpu")
-check("bench: a markdown table by default", r.returncode == 0 and "| tiny | 0-1@cpu | 1 | pp8 |" in r.stdout, r.stdout)
+check("bench: a markdown table by default", r.returncode == 0 and "| tiny | 0-1@cpu | fp32 | 1 | pp8 |" in r.stdout,
+      r.stdout)
+
+# Several plans side by side: the precisions of the accelerator and of the (projected) GPU.
+PLANS = "0-1@cpu,0-1@model,0-1@model?precision=bf16,0-1@cuda:0?precision=bf16&projected=1"
+r = run("run", "--plan", PLANS, "--batch", "2", "--seq", "16", "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+runs = j.get("runs", [])
+check("run with several plans --json: each plan's run object, in order, with its precision's numerics",
+      [x["plan"] for x in runs] == ["0-1@cpu", "0-1@model:0", "0-1@model:0?precision=bf16",
+                                    "0-1@cuda:0?precision=bf16&projected=1"]
+      and runs[0]["numerics"]["rel_l2"] == 0 and 0 < runs[2]["numerics"]["rel_l2"] < runs[1]["numerics"]["rel_l2"]
+      and all(x["numerics"]["top1_agreement"] == 1.0 for x in runs), r.stdout[-600:] + r.stderr)
+r = run("run", "--plan", PLANS, "--batch", "2", "--seq", "16")
+lines = {l.split()[0]: l.split() for l in r.stdout.splitlines() if l.startswith("0-1@")}
+check("run with several plans: a row per plan with its precision", r.returncode == 0
+      and [lines.get(p, [None, None])[1] for p in ("0-1@cpu", "0-1@model:0", "0-1@model:0?precision=bf16")]
+      == ["fp32", "int8", "bf16"], r.stdout + r.stderr)
+r = run("generate", "--tokens", "5,6,7", "--max-new-tokens", "4", "--plan", PLANS, "--json")
+j = json.loads(r.stdout) if r.returncode == 0 else {}
+runs = j.get("runs", [])
+check("generate with several plans --json: per plan its precision, rates and the ids against fp32's",
+      [x.get("precision") for x in runs] == ["fp32", "int8", "bf16", "bf16"]
+      and all(len(x["generated_ids"]) == 4 and x["decode"]["tokens_per_s"] > 0 for x in runs)
+      and runs[0]["reference"]["first_divergence"] is None, r.stdout[-600:] + r.stderr)
+r = run("bench", "-p", "8", "-n", "2", "--plan", "0-1@model,0-1@model?precision=bf16", "-o", "csv")
+check("bench -o csv: a precision per plan", r.returncode == 0
+      and [l.split(",")[-1] for l in r.stdout.splitlines()] == ["precision", "int8", "int8", "bf16", "bf16"], r.stdout)
 
 GENERATE_KEYS = {"text", "prompt_ids", "generated_ids", "ttft_s", "prefill", "decode", "ops", "reference", "stop"}
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
@@ -375,6 +413,9 @@ check("run: an unknown GPU for the projection is bad input", r.returncode == 2 a
 r = run("run", "--plan", "0-1@model?fault=stuck:1,1,20")
 check("run: a device that fails its quick check is refused loudly (exit 1)",
       r.returncode == 1 and "failed its quick health check" in r.stderr and "faulty PE" in r.stderr, r.stderr)
+r = run("run", "--plan", "0-1@cpu,0-1@model?fault=stuck:1,1,20")
+check("run with several plans: a device option's commas stay in its plan (the faulty device refused, exit 1)",
+      r.returncode == 1 and "faulty PE" in r.stderr, r.stderr)
 r = run("run", "--model", "random:3,64,4,100,16", "--plan", "0-2@model", "--seq", "16", "--json")
 j = json.loads(r.stdout) if r.returncode == 0 else {}
 check("run --model random:...: a model of that shape", r.returncode == 0 and j.get("model") == "random:3,64,4,100,16"
