@@ -38,11 +38,24 @@ package tsr_int_pkg;
     resident_a = !accumulate && blocks <= fit;
   endfunction
 
-  // Width of a read request's tag: destination, slot, index (clog2(k_max) bits: the row, or for A
+  // A BF16 tile's A rows take a read beat per cycle of compute, twice int8's, so where they fit in a
+  // quarter of a bank (k_max / 2 bytes) the A loader rings through four slots of that size and runs
+  // up to two tiles ahead of the array; otherwise A has the two slots of half a bank. C_in keeps
+  // two slots: a tile's is its A slot's low bit.
+  function automatic logic a_quad(logic bf16, logic [15:0] row_beats, int unsigned k_max, int unsigned beat_bytes);
+    a_quad = bf16 && row_beats <= 16'(k_max / 2 / beat_bytes);
+  endfunction
+
+  // The A slot after `slot`: 0, 1, 2, 3, 0 ... with four slots, 0, 1, 0 ... with two.
+  function automatic logic [1:0] a_next_slot(logic [1:0] slot, logic quad);
+    a_next_slot = quad ? slot + 2'd1 : {1'b0, !slot[0]};
+  endfunction
+
+  // Width of a read request's tag: destination, slot (two bits: A's four), index (clog2(k_max) bits: the row, or for A
   // the row and the beat in its bank where the row starts), byte lane of the segment in its beat,
   // and whether the request completes the slot. tsr_loader packs it,
   // tsr_scratch unpacks it.
   function automatic int unsigned rd_tag_bits(int unsigned k_max, int unsigned axi_data_bits);
-    rd_tag_bits = 3 + 1 + $clog2(k_max) + $clog2(axi_data_bits / 8) + 1;
+    rd_tag_bits = 3 + 2 + $clog2(k_max) + $clog2(axi_data_bits / 8) + 1;
   endfunction
 endpackage

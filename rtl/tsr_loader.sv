@@ -1,9 +1,10 @@
 // Read-request side of the engine: two loaders walk the tile schedule ahead of the array
 // (tsr_loader_b: per column block, the tables and the B panel; tsr_loader_a: per tile, the A rows
 // and C_in rows), and tsr_rd_arb shares the read master between them and descriptor fetches.
-// This module keeps the ping-pong slots: a slot is claimed before its data is requested, marked
-// full when its last beat arrives and released by its consumer, so the loaders fill one slot
-// while the array reads the other.
+// This module keeps the slots: a slot is claimed before its data is requested, marked full when
+// its last beat arrives and released by its consumer, so the loaders fill one slot while the array
+// reads another. B, C_in and the tables ping-pong between two; A has four where a tile's A rows fit
+// (tsr_int_pkg::a_quad), and uses two of them otherwise.
 module tsr_loader #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -27,14 +28,14 @@ module tsr_loader #(
   output logic                  desc_req_ready_o,
   input  logic [AddrWidth-1:0]  desc_req_addr_i,
   // slot fills (last beat arrived) and releases (consumer done), per slot
-  input  logic [1:0]            a_fill_i,
+  input  logic [3:0]            a_fill_i,
   input  logic [1:0]            b_fill_i,
   input  logic [1:0]            c_fill_i,
-  input  logic [1:0]            a_rel_i,
+  input  logic [3:0]            a_rel_i,
   input  logic [1:0]            b_rel_i,
   input  logic [1:0]            c_rel_i,
   input  logic [1:0]            p_rel_i,
-  output logic [1:0]            a_full_o,
+  output logic [3:0]            a_full_o,
   output logic [1:0]            b_full_o,
   output logic [1:0]            c_full_o,
   // to the read master
@@ -45,13 +46,15 @@ module tsr_loader #(
   output logic [TagWidth-1:0]   req_tag_o
 );
   // ---------------------------------------------------------------- slot state
-  logic [1:0] a_busy_q, b_busy_q, c_busy_q, p_busy_q;
+  logic [3:0] a_busy_q, a_full_q, a_claim;
+  logic [1:0] b_busy_q, c_busy_q, p_busy_q;
   // The tables' slot needs no full flag: they arrive before the B panel of the same block.
-  logic [1:0] a_full_q, b_full_q, c_full_q;
-  logic [1:0] a_claim, b_claim, c_claim;
+  logic [1:0] b_full_q, c_full_q;
+  logic [1:0] b_claim, c_claim;
 
   // ---------------------------------------------------------------- the loaders and the arbiter
-  logic                  a_req_valid, a_grant, a_req_slot, a_req_last;
+  logic                  a_req_valid, a_grant, a_req_last;
+  logic [1:0]            a_req_slot;
   logic                  b_req_valid, b_grant, b_req_slot, b_req_last;
   logic [AddrWidth-1:0]  a_req_addr, b_req_addr;
   logic [BeatsWidth-1:0] a_req_beats, b_req_beats;
@@ -102,7 +105,8 @@ module tsr_loader #(
   );
 
   // ---------------------------------------------------------------- slot flags
-  logic [1:0] a_busy_d, b_busy_d, c_busy_d, p_busy_d, a_full_d, b_full_d, c_full_d;
+  logic [3:0] a_busy_d, a_full_d;
+  logic [1:0] b_busy_d, c_busy_d, p_busy_d, b_full_d, c_full_d;
   always_comb begin
     a_busy_d = (a_busy_q | a_claim) & ~a_rel_i;
     b_busy_d = (b_busy_q | b_claim) & ~b_rel_i;

@@ -1,5 +1,6 @@
 // A loader: per tile t (column blocks outer, row blocks inner), the tile's A rows and, with
-// ACCUMULATE, its C_in rows into A/C_in slot t % 2, once that slot is free. With resident A
+// ACCUMULATE, its C_in rows into A slot t % 4 (tsr_int_pkg::a_quad) or t % 2 and C_in slot t % 2,
+// once those are free. With resident A
 // (tsr_int_pkg::resident_a) only the first column block's tiles load A, each row block at its own
 // place in the banks, and the later column blocks reuse it. Requests carry a byte address;
 // tsr_rd_arb aligns it to a beat and packs the read tag.
@@ -20,9 +21,9 @@ module tsr_loader_a #(
   input  tsr_pkg::gemm_cfg_t    cfg_i,       // held from start_i until the GEMM is done
   input  logic                  bf16_i,      // an A row is 2K bytes
   // slots: A and C_in claimed and not yet released, per slot
-  input  logic [1:0]            a_busy_i,
+  input  logic [3:0]            a_busy_i,
   input  logic [1:0]            c_busy_i,
-  output logic [1:0]            a_claim_o,
+  output logic [3:0]            a_claim_o,
   output logic [1:0]            c_claim_o,
   // read requests
   output logic                  req_valid_o,
@@ -30,7 +31,7 @@ module tsr_loader_a #(
   output logic [AddrWidth-1:0]  req_addr_o,
   output logic [BeatsWidth-1:0] req_beats_o,
   output logic [2:0]            req_dest_o,  // tsr_int_pkg::DEST_*
-  output logic                  req_slot_o,
+  output logic [1:0]            req_slot_o,
   output logic [KW-1:0]         req_idx_o,   // row within the tile
   output logic                  req_last_o   // the slot is complete with this request
 );
@@ -42,14 +43,14 @@ module tsr_loader_a #(
 
   typedef enum logic [1:0] {LaIdle, LaWait, LaRows, LaCin} state_e;
   state_e state_q, state_d;
-  logic        tile_q, tile_d;                  // tile index parity = slot
+  logic [1:0]  tile_q, tile_d;                  // the tile's A slot; its low bit is the C_in slot
   logic [15:0] rows_left_q, rows_left_d, cols_left_q, cols_left_d;
   logic [RowShift:0] i_q, i_d;
   logic [AddrWidth-1:0] a_tile_q, a_tile_d, c_col_q, c_col_d, c_tile_q, c_tile_d;
   logic [AddrWidth-1:0] row_q, row_d;
   logic [BankW-1:0] blk_beat_q, blk_beat_d;  // resident A: where the row block starts in the banks
   logic [BankW-1:0] a_beat;                  // where the tile's A rows go
-  logic row_last, tile_last_m, a_resident;
+  logic row_last, tile_last_m, a_resident, quad;
   logic [RowShift:0] vr;
   logic [KW:0] k;
   logic [BeatsWidth-1:0] a_row_beats;
@@ -61,14 +62,15 @@ module tsr_loader_a #(
   assign row_last    = i_q == vr - 1'b1;
   assign tile_last_m = rows_left_q <= 16'(Rows);
   assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
-  assign a_beat      = a_resident ? blk_beat_q : {tile_q, (BankW-1)'(0)};
+  assign quad        = tsr_int_pkg::a_quad(bf16_i, 16'(a_row_beats), KMax, BeatBytes);
+  assign a_beat      = a_resident ? blk_beat_q : quad ? {tile_q, (BankW-2)'(0)} : {tile_q[0], (BankW-1)'(0)};
 
   always_comb begin
     req_valid_o = 1'b0;
     req_addr_o  = row_q;
     req_beats_o = a_row_beats;
     req_dest_o  = '0;
-    req_slot_o  = 1'b0;
+    req_slot_o  = 2'd0;
     req_idx_o   = '0;
     req_last_o  = 1'b0;
     unique case (state_q)
@@ -83,7 +85,7 @@ module tsr_loader_a #(
         req_valid_o = 1'b1;
         req_beats_o = BeatsWidth'(Seg4Beats);
         req_dest_o  = tsr_int_pkg::DEST_CIN;
-        req_slot_o  = tile_q;
+        req_slot_o  = {1'b0, tile_q[0]};
         req_idx_o   = KW'(i_q);
         req_last_o  = row_last;
       end
@@ -102,13 +104,13 @@ module tsr_loader_a #(
     c_tile_d    = c_tile_q;
     row_d       = row_q;
     blk_beat_d  = blk_beat_q;
-    a_claim_o   = 2'b00;
+    a_claim_o   = 4'b0000;
     c_claim_o   = 2'b00;
     unique case (state_q)
       LaIdle: begin
         if (start_i) begin
           state_d     = LaWait;
-          tile_d      = 1'b0;
+          tile_d      = 2'd0;
           rows_left_d = cfg_i.m;
           cols_left_d = cfg_i.n;
           a_tile_d    = cfg_i.a_addr;
@@ -120,9 +122,9 @@ module tsr_loader_a #(
       LaWait: begin
         if (cols_left_q == '0) begin
           state_d = LaIdle;
-        end else if (!a_busy_i[tile_q] && !(cfg_i.accumulate && c_busy_i[tile_q])) begin
-          a_claim_o[tile_q] = 1'b1;
-          c_claim_o[tile_q] = cfg_i.accumulate;
+        end else if (!a_busy_i[tile_q] && !(cfg_i.accumulate && c_busy_i[tile_q[0]])) begin
+          a_claim_o[tile_q]    = 1'b1;
+          c_claim_o[tile_q[0]] = cfg_i.accumulate;
           i_d     = '0;
           row_d   = a_tile_q;
           state_d = LaRows;
@@ -141,7 +143,7 @@ module tsr_loader_a #(
           end else if (row_last) begin
             // next tile: row blocks inner, column blocks outer
             state_d = LaWait;
-            tile_d  = !tile_q;
+            tile_d  = tsr_int_pkg::a_next_slot(tile_q, quad);
             if (tile_last_m) begin
               rows_left_d = cfg_i.m;
               cols_left_d = (cols_left_q > 16'(Cols)) ? cols_left_q - 16'(Cols) : '0;

@@ -23,7 +23,7 @@ module tsr_rd_arb #(
   input  logic [AddrWidth-1:0]  a_req_addr_i,
   input  logic [BeatsWidth-1:0] a_req_beats_i,
   input  logic [2:0]            a_req_dest_i,
-  input  logic                  a_req_slot_i,
+  input  logic [1:0]            a_req_slot_i,
   input  logic [KW-1:0]         a_req_idx_i,
   input  logic                  a_req_last_i,
   // the B loader
@@ -44,7 +44,7 @@ module tsr_rd_arb #(
 );
   localparam int unsigned DescBeats = tsr_pkg::DESC_BYTES / (AxiDataWidth / 8);
 
-  function automatic logic [TagWidth-1:0] tag(logic [2:0] dest, logic slot, logic [KW-1:0] idx,
+  function automatic logic [TagWidth-1:0] tag(logic [2:0] dest, logic [1:0] slot, logic [KW-1:0] idx,
                                               logic [BeatShift-1:0] lane, logic last);
     tag = TagWidth'({dest, slot, idx, lane, last});
   endfunction
@@ -62,7 +62,7 @@ module tsr_rd_arb #(
       req_valid_o = 1'b1;
       req_addr_o  = desc_req_addr_i;
       req_beats_o = BeatsWidth'(DescBeats);
-      req_tag_o   = tag(tsr_int_pkg::DEST_DESC, 1'b0, '0, '0, 1'b1);
+      req_tag_o   = tag(tsr_int_pkg::DEST_DESC, 2'd0, '0, '0, 1'b1);
     end else if (pick_a) begin
       req_valid_o = 1'b1;
       req_addr_o  = {a_req_addr_i[AddrWidth-1:BeatShift], BeatShift'(0)};  // the beat's address
@@ -72,7 +72,7 @@ module tsr_rd_arb #(
       req_valid_o = b_req_valid_i;
       req_addr_o  = {b_req_addr_i[AddrWidth-1:BeatShift], BeatShift'(0)};
       req_beats_o = b_req_beats_i;
-      req_tag_o   = tag(b_req_dest_i, b_req_slot_i, b_req_idx_i, b_req_addr_i[BeatShift-1:0], b_req_last_i);
+      req_tag_o   = tag(b_req_dest_i, {1'b0, b_req_slot_i}, b_req_idx_i, b_req_addr_i[BeatShift-1:0], b_req_last_i);
     end
     rr_d = rr_q;
     if (a_grant_o) rr_d = 1'b0;

@@ -1,7 +1,7 @@
 // The scratchpads and the router that writes read data into them.
-//  - A: one bank per array row, two slots of k_max bytes, written a beat at a time (at the beat
-//    the tag names: a slot's, or with resident A the row block's) and read a byte per cycle (each
-//    row at its own, skewed, byte address);
+//  - A: one bank per array row, two slots of k_max bytes (or four of k_max / 2: tsr_int_pkg::a_quad),
+//    written a beat at a time (at the beat the tag names: a slot's, or with resident A the row
+//    block's) and read a byte per cycle (each row at its own, skewed, byte address);
 //  - B: per array column, two byte-wide banks (lanes) of k_max entries, written a B row at a
 //    time and read per column at skewed addresses. Lane s holds slot s; with FOLD a slot is half
 //    of both lanes (k < k_max/2), lane 0 for the column block of the upper band of rows and lane 1
@@ -36,7 +36,7 @@ module tsr_scratch #(
   input  logic [BeatsWidth-1:0]      rsp_beat_i,
   input  logic                       rsp_last_i,
   input  logic [AddrWidth-1:0]       rsp_addr_i,
-  output logic [1:0]                 a_fill_o,
+  output logic [3:0]                 a_fill_o,
   output logic [1:0]                 b_fill_o,
   output logic [1:0]                 c_fill_o,
   output logic                       desc_valid_o,
@@ -68,12 +68,14 @@ module tsr_scratch #(
   localparam int unsigned CinBanks = (RowBits <= AxiDataWidth) ? 1 : RowBits / AxiDataWidth;
   localparam int unsigned CinW = RowBits / CinBanks;
 
-  // Tag fields (see tsr_loader's tag()).
+  // Tag fields (see tsr_rd_arb's tag()): the slot is two bits for A's four, one for the others.
   logic [2:0]           t_dest;
+  logic [1:0]           t_aslot;
   logic                 t_slot, t_last;
   logic [IdxW-1:0]      t_idx;
   logic [BeatShift-1:0] t_lane;
-  assign {t_dest, t_slot, t_idx, t_lane, t_last} = rsp_tag_i;
+  assign {t_dest, t_aslot, t_idx, t_lane, t_last} = rsp_tag_i;
+  assign t_slot = t_aslot[0];
 
   // The beat moved down so the addressed segment starts at bit 0.
   logic [AxiDataWidth-1:0] shifted;
@@ -93,7 +95,7 @@ module tsr_scratch #(
     b_fill_o = '0;
     c_fill_o = '0;
     if (rsp_valid_i && rsp_last_i && t_last) begin
-      a_fill_o[t_slot] = is_a;
+      a_fill_o[t_aslot] = is_a;
       b_fill_o[t_slot] = is_b;
       c_fill_o[t_slot] = is_cin;
     end

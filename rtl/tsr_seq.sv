@@ -15,7 +15,8 @@
 // Cols + Rows/2 cycles apart.
 //
 // With BF16 an A element is two bytes (the banks' byte address advances by 2 a token), and C
-// elements are 4 bytes (FP32) or 2 (BF16); the walk and its timing are those of int8.
+// elements are 4 bytes (FP32) or 2 (BF16); the walk and its timing are those of int8, but tiles
+// whose A rows fit in a quarter of a bank take A slots 0-3 in turn (tsr_int_pkg::a_quad).
 module tsr_seq #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -36,10 +37,10 @@ module tsr_seq #(
   input  tsr_pkg::gemm_cfg_t      cfg_i,    // held from start_i until done_o
   input  logic                    bf16_i,   // the GEMM's precision is BF16 (Bf16 builds)
   // slots
-  input  logic [1:0]              a_full_i,
+  input  logic [3:0]              a_full_i,
   input  logic [1:0]              b_full_i,
   input  logic [1:0]              c_full_i,
-  output logic [1:0]              a_rel_o,
+  output logic [3:0]              a_rel_o,
   output logic [1:0]              b_rel_o,
   output logic [1:0]              c_rel_o,
   output logic [1:0]              p_rel_o,
@@ -85,7 +86,7 @@ module tsr_seq #(
 
   // ---------------------------------------------------------------- tile walk
   logic        running_q, running_d;
-  logic        tile_q, tile_d;                         // tile parity: A and C_in slot
+  logic [1:0]  tile_q, tile_d;                         // the tile's A slot; its low bit is the C_in slot
   logic [15:0] cols_blk_q, cols_blk_d;                 // column block index: B slot parity
   logic [15:0] rows_left_q, rows_left_d, cols_left_q, cols_left_d;
   logic [AddrWidth-1:0] c_col_q, c_col_d, c_tile_q, c_tile_d;
@@ -101,11 +102,12 @@ module tsr_seq #(
   logic [ColW+1:0] cur_vc;
   logic        fold;
   logic [15:0] blk_cols;  // columns per tile: Cols, or 2 x Cols with FOLD
-  logic        start_tile, emit, tiles_left, a_resident, a_wait;
+  logic        start_tile, emit, tiles_left, a_resident, a_wait, a_quad;
   logic [KW:0] emit_k;
   logic [15:0] a_row_beats;               // ceil(K / beat bytes): resident A's row pitch
   logic [KW:0] a_blk_q, a_blk_d, a_base;  // where the tile's A rows start in the banks, in bytes
-  logic        tok_aslot_d, tok_bslot_d, tok_nblast_d;
+  logic [1:0]  tok_aslot_d;
+  logic        tok_bslot_d, tok_nblast_d;
 
   assign k          = cfg_i.k[KW:0];
   assign int8       = cfg_i.out_mode == tsr_pkg::OUT_INT8;
@@ -131,17 +133,18 @@ module tsr_seq #(
 
   // A tile starts when its operands are in, the array is free and its rows have room to go.
   assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
-                      (a_full_i[tile_q] || !a_wait) && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q]) &&
+                      (a_full_i[tile_q] || !a_wait) && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q[0]]) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_rows) && !info_full;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
-  assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q, cur_bslot, cur_nblast, cur_final};
+  assign info_in    = {cur_vr, cur_vc, c_tile_q, tile_q[0], cur_bslot, cur_nblast, cur_final};
   // Resident A (tsr_loader_a loads it in the first column block, each row block at its own place):
   // the first column block's tiles wait for and release their slots as usual, the later ones read
   // their row block's A rows where they were left.
   assign a_row_beats = tsr_int_pkg::beats_of(Bf16 && bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes);
   assign a_resident  = tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
-  assign a_base      = a_resident ? a_blk_q : {tile_q, KW'(0)};
+  assign a_quad      = tsr_int_pkg::a_quad(Bf16 && bf16_i, a_row_beats, KMax, BeatBytes);
+  assign a_base      = a_resident ? a_blk_q : a_quad ? {tile_q, (KW-1)'(0)} : {tile_q[0], KW'(0)};
   assign a_wait      = !a_resident || cols_blk_q == '0;
 
   always_comb begin
@@ -168,7 +171,7 @@ module tsr_seq #(
       k_d         = (KW+1)'(1);
       gap_d       = ((k > gap_min) ? k : gap_min) - 1'b1;
       credits_d   = credits_d - ($clog2(Credits)+1)'(cur_rows);
-      tile_d      = !tile_q;
+      tile_d      = tsr_int_pkg::a_next_slot(tile_q, a_quad);
       a_blk_d     = a_blk_q + (KW+1)'(a_row_beats << BeatShift);
       if (cur_nblast) begin
         a_blk_d     = '0;
@@ -185,7 +188,7 @@ module tsr_seq #(
     if (done_o) running_d = 1'b0;
     if (start_i) begin
       running_d   = 1'b1;
-      tile_d      = 1'b0;
+      tile_d      = 2'd0;
       rows_left_d = cfg_i.m;
       cols_left_d = cfg_i.n;
       cols_blk_d  = '0;
@@ -206,13 +209,15 @@ module tsr_seq #(
   assign stall_o = tiles_left && !emit && gap_q == '0;
 
   // ---------------------------------------------------------------- operand token chain
-  logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_aslot_q, tok_bslot_q, tok_nblast_q;
+  logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_bslot_q, tok_nblast_q;
   logic [Rows-1:0]     tok_arel_q;  // the tile releases its A slot (not a resident A's later tiles)
+  logic [1:0]          tok_aslot_q [Rows];
   logic [KW-1:0]       tok_k_q [Chain];
   logic [KW:0]         tok_ak_q [Rows];  // the A banks' byte address of the token
 
   // The slot and block flags of the tile being streamed are held from its start.
-  logic str_aslot_q, str_bslot_q, str_nblast_q, str_arel_q, tok_arel_d;
+  logic [1:0] str_aslot_q;
+  logic str_bslot_q, str_nblast_q, str_arel_q, tok_arel_d;
   logic [KW:0] str_abase_q;
   assign tok_aslot_d  = start_tile ? tile_q : str_aslot_q;
   assign tok_arel_d   = start_tile ? a_wait : str_arel_q;
@@ -231,7 +236,8 @@ module tsr_seq #(
   always_ff @(posedge clk_i) begin
     tok_first_q  <= {tok_first_q[Chain-2:0], emit_k == '0};
     tok_last_q   <= {tok_last_q[Chain-2:0], emit_k == k - 1'b1};
-    tok_aslot_q  <= {tok_aslot_q[Chain-2:0], tok_aslot_d};
+    tok_aslot_q[0] <= tok_aslot_d;
+    for (int s = 1; s < Rows; s++) tok_aslot_q[s] <= tok_aslot_q[s-1];
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
     tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
     tok_arel_q   <= {tok_arel_q[Rows-2:0], tok_arel_d};

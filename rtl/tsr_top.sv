@@ -105,7 +105,8 @@ module tsr_top #(
   logic [AddrWidth-1:0] rsp_addr, rd_err_addr;
 
   // slots
-  logic [1:0] a_fill, b_fill, c_fill, a_rel, b_rel, c_rel, p_rel, a_full, b_full, c_full;
+  logic [3:0] a_fill, a_rel, a_full;
+  logic [1:0] b_fill, c_fill, b_rel, c_rel, p_rel, b_full, c_full;
 
   // scratchpad <-> sequencer <-> array
   logic [Rows-1:0] row_valid, row_first, row_last;

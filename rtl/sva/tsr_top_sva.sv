@@ -39,10 +39,10 @@ module tsr_top_sva #(
   input logic [7:0]                err_code,
   input logic                      start,
   input tsr_pkg::gemm_cfg_t        cfg,
-  input logic [1:0]                a_rel,
+  input logic [3:0]                a_rel,
   input logic [1:0]                b_rel,
   input logic [1:0]                c_rel,
-  input logic [1:0]                a_full,
+  input logic [3:0]                a_full,
   input logic [1:0]                b_full
 );
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
@@ -190,6 +190,11 @@ module tsr_top_sva #(
   cov_b_slot1_swap: cover property (@(posedge clk_i) b_rel[1]);
   cov_c_slot0_swap: cover property (@(posedge clk_i) c_rel[0]);
   cov_c_slot1_swap: cover property (@(posedge clk_i) c_rel[1]);
-  cov_a_both_full:  cover property (@(posedge clk_i) a_full == 2'b11);
+  cov_a_both_full:  cover property (@(posedge clk_i) a_full[1:0] == 2'b11);
+  // BF16 tiles with short A rows ring through four A slots (tsr_int_pkg::a_quad): the last one
+  // turned, and the loader two tiles ahead of the one the array is on.
+  cov_a_slot2_swap: cover property (@(posedge clk_i) a_rel[2]);
+  cov_a_slot3_swap: cover property (@(posedge clk_i) a_rel[3]);
+  cov_a_ring_ahead: cover property (@(posedge clk_i) $countones(a_full) >= 3);
   cov_b_both_full:  cover property (@(posedge clk_i) b_full == 2'b11);
 endmodule

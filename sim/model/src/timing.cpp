@@ -50,6 +50,13 @@ bool resident_a(bool accumulate, uint64_t m, uint64_t row_beats, const EngineCon
   return !accumulate && ceil_div(m, cfg.rows) <= bank_beats >> std::bit_width(std::max<uint64_t>(row_beats, 1) - 1);
 }
 
+// tsr_int_pkg::a_quad: BF16 tiles whose A rows fit in a quarter of a bank (k_max / 2 bytes) ring
+// through four A slots, so that the A loader, which needs a beat per cycle for them, runs two tiles
+// ahead; the others ping-pong between two. A tile's C_in slot is its A slot's low bit.
+uint8_t a_slots(bool bf16, uint64_t row_beats, const EngineConfig& cfg) {
+  return bf16 && row_beats <= uint64_t{cfg.k_max} / 2 / cfg.axi_bytes ? 4 : 2;
+}
+
 // A small FIFO of trivially copyable values; capacity a power of two, overflow is a model bug.
 template <class T, uint32_t N>
 class Ring {
@@ -162,6 +169,7 @@ class EngineSim {
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
         a_resident_(resident_a(acc_, d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
+        a_slots_(a_slots(d.bf16(), row_beats_, cfg)),
         fold_(d.has(spec::desc::FLAG_FOLD)),
         blk_(fold_ ? 2 * cfg.cols : cfg.cols),
         bias_(d.has(spec::desc::FLAG_BIAS)),
@@ -229,6 +237,7 @@ class EngineSim {
   // Resident A (no C_in, and every row block fits in the A banks): the first column block's tiles
   // load A as usual, each row block at its own place, and the later ones read it again.
   const bool a_resident_;
+  const uint8_t a_slots_;  // 4 quarter-bank A slots for short BF16 rows, else 2 (a_slots)
   // FOLD: a tile is one row block against blk_ = 2C columns, the lower band of rows taking the second C.
   const bool fold_;
   const uint64_t blk_;
@@ -300,7 +309,7 @@ ReadReq EngineSim::la_request() const {
   const bool last = la_i_ + 1 == std::min(rows_, la_rows_left_);
   if (la_ == La::kRows) return {(d_.a_addr + row * d_.lda) & align, row_beats_, Dest::kA, la_tile_, last};
   if (la_ == La::kCin)
-    return {(d_.cin_addr + row * d_.ldcin + la_nb_ * cols_ * 4) & align, seg4_, Dest::kCin, la_tile_, last};
+    return {(d_.cin_addr + row * d_.ldcin + la_nb_ * cols_ * 4) & align, seg4_, Dest::kCin, uint8_t(la_tile_ & 1), last};
   return {};
 }
 
@@ -334,7 +343,7 @@ void EngineSim::la_granted() {
     la_ = La::kIdle;  // the whole of A is in
   } else if (row_last) {
     la_ = La::kWait;
-    la_tile_ ^= 1;
+    la_tile_ = uint8_t((la_tile_ + 1) % a_slots_);
     if (la_rows_left_ <= rows_) {
       la_rows_left_ = d_.m;
       la_cols_left_ = la_cols_left_ > cols_ ? la_cols_left_ - cols_ : 0;
@@ -368,7 +377,7 @@ void EngineSim::start_gemm() {
 bool EngineSim::can_start_tile(uint64_t t) const {
   const uint8_t bslot = sq_cols_blk_ & 1;
   return tiles_left() && t >= sq_next_start_ && (((a_full_ >> sq_tile_) & 1) || !a_waits()) && ((b_full_ >> bslot) & 1) &&
-         (!acc_ || ((c_full_ >> sq_tile_) & 1)) && sq_credits_ >= cur_rows() && sq_info_ < kInfoDepth;
+         (!acc_ || ((c_full_ >> (sq_tile_ & 1)) & 1)) && sq_credits_ >= cur_rows() && sq_info_ < kInfoDepth;
 }
 
 // The memory accepts a burst's address in cycle t; returns the cycle of its last data beat.
@@ -382,7 +391,8 @@ uint64_t EngineSim::issue_burst(uint64_t t, uint32_t beats) {
 // A loader that waits for a slot makes no request until the sequencer releases one.
 bool EngineSim::la_blocked() const {
   return la_ == La::kIdle ||
-         (la_ == La::kWait && (la_cols_left_ == 0 || (((a_busy_ | (acc_ ? c_busy_ : 0)) >> la_tile_) & 1)));
+         (la_ == La::kWait &&
+          (la_cols_left_ == 0 || ((a_busy_ >> la_tile_) & 1) || (acc_ && ((c_busy_ >> (la_tile_ & 1)) & 1))));
 }
 bool EngineSim::lb_blocked() const {
   return lb_ == Lb::kIdle ||
@@ -504,14 +514,14 @@ void EngineSim::start_tile(uint64_t t) {
   if (fold_ && vc > cols_)  // the lower band's rows, from row R/2 of the readout
     for (uint32_t r = 0; r < vr; ++r)
       store_row(out + rows_ / 2 + r, c_addr + cols_ * out_bytes + r * d_.ldc, (vc - cols_) * out_bytes);
-  ev_end_.push({out + rows_ - 1, sq_tile_, bslot, nblast, final_tile});
+  ev_end_.push({out + rows_ - 1, uint8_t(sq_tile_ & 1), bslot, nblast, final_tile});
   if (final_tile) final_end_ = out + rows_ - 1;
 
   sq_next_start_ = t + gap_;
   sq_credits_ -= stored;
   ++tiles_;
   ++sq_info_;
-  sq_tile_ ^= 1;
+  sq_tile_ = uint8_t((sq_tile_ + 1) % a_slots_);
   if (nblast) {
     sq_rows_left_ = d_.m;
     sq_cols_left_ = sq_cols_left_ > blk_ ? sq_cols_left_ - blk_ : 0;
@@ -622,9 +632,9 @@ void EngineSim::step() {
     case La::kWait:
       if (la_cols_left_ == 0) {
         la_ = La::kIdle;
-      } else if (!((a_busy_ >> la_tile_) & 1) && !(acc_ && ((c_busy_ >> la_tile_) & 1))) {
+      } else if (!((a_busy_ >> la_tile_) & 1) && !(acc_ && ((c_busy_ >> (la_tile_ & 1)) & 1))) {
         a_claim = uint8_t(1u << la_tile_);
-        if (acc_) c_claim = a_claim;
+        if (acc_) c_claim = uint8_t(1u << (la_tile_ & 1));
         la_i_ = 0;
         la_ = La::kRows;
       }
