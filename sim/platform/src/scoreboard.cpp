@@ -101,9 +101,9 @@ void Scoreboard::axi_write(uint64_t beat_addr, std::span<const uint8_t> data, ui
       const uint64_t m = off / (uint64_t{e.d.n} * es), n = off % (uint64_t{e.d.n} * es) / es;
       mismatch(fmt::format(
           "write to {:#x}: expected {:#04x}, got {:#04x}; descriptor #{} (ring slot {}, tag {:#x}, "
-          "{}x{}x{} {}), C[{}][{}] byte {}, tile (row block {}, column block {}) of a {}x{} array",
+          "{}x{}x{} {} -> {}), C[{}][{}] byte {}, tile (row block {}, column block {}) of a {}x{} array",
           addr, e.out[off], data[i], e.seq, e.ring_index, e.d.tag, e.d.m, e.d.n, e.d.k,
-          e.d.int8_out() ? "int8" : "int32", m, n, off % es, m / cfg_.rows, n / cfg_.cols, cfg_.rows, cfg_.cols));
+          spec::to_string(spec::Precision(e.d.precision)), spec::to_string(spec::OutMode(e.d.out_mode)), m, n, off % es, m / cfg_.rows, n / cfg_.cols, cfg_.rows, cfg_.cols));
     }
     if (--e.remaining == 0) {
       ++report_.descriptors_checked;
