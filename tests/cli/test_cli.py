@@ -526,6 +526,14 @@ if WITH_RTL:
     check("run on three RTL simulators at once (a sharded stage, then a second stage): within the numerics targets",
           r.returncode == 0 and {"rtl:0", "rtl:1?preset=small", "rtl:2"} <= {o["device"] for o in j.get("ops", [])}
           and num.get("cosine", 0) >= 0.995 and num.get("top1_agreement", 0) >= 0.95, r.stderr + str(num))
+    r = run("run", "--plan", "0-1@model?preset=small&precision=bf16,0-1@rtl?preset=small&precision=bf16", "--seq", "8",
+            "--json")
+    runs = (json.loads(r.stdout) if r.returncode == 0 else {}).get("runs", [])
+    check("run in bf16 on the RTL: the model's numerics and cycles exactly, within the bf16 targets",
+          len(runs) == 2 and runs[0]["numerics"] == runs[1]["numerics"]
+          and runs[0]["totals"]["cycles"] == runs[1]["totals"]["cycles"] > 0
+          and runs[1]["numerics"]["cosine"] >= 0.9999 and runs[1]["numerics"]["top1_agreement"] == 1.0,
+          r.stderr + r.stdout[-600:])
     r = run("run")
     check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
           and "rtl:0" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-600:] + r.stderr)
