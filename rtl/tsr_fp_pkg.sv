@@ -11,53 +11,69 @@ package tsr_fp_pkg;
   localparam logic [31:0] QNAN = 32'h7fc00000;  // the one NaN the engine writes
   localparam logic [31:0] NEG_ZERO = 32'h80000000;  // a PE's sum starts here: -0 + x is x
 
-  // x + y of two finite operands in the form above, rounded once to fp32 bits.
+  // x + y of two finite operands in the form above, rounded once to fp32 bits. Two paths, as fast
+  // float adders have, so that no sum goes through both a long alignment and a long normalization:
+  //  - near: a subtraction of operands whose exponents differ by at most one. The alignment is a
+  //    shift by 0 or 1 and loses nothing, but the difference may cancel to any width, so it is
+  //    normalized by its leading zeros. With equal exponents both differences are formed, and the
+  //    non-negative one is the magnitude (no comparison of the significands first).
+  //  - far: every other sum. The alignment may shift far (guard, round, sticky), but the sum is in
+  //    [2^25, 2^28) in units of the sticky bit: normalizing is a shift by one at most.
+  // Both then round the same way (nearest even on guard, round, sticky) and check the range.
   function automatic logic [31:0] add_finite(logic xs, logic signed [10:0] xe, logic [23:0] xm,
                                              logic ys, logic signed [10:0] ye, logic [23:0] ym);
-    logic               swap, ls, ss, inc;
-    logic signed [10:0] le, se, e;
+    logic               swap, ls, ss, sub, near, neg, sign, inc;
+    logic signed [10:0] le, se, e, fe, ne;
     logic signed [11:0] d;
     logic [23:0]        lm, sm;
     logic [4:0]         dd, lz;
     logic [49:0]        wide;
-    logic [26:0]        sal, norm;
-    logic [27:0]        sum;
+    logic [26:0]        sal, fnorm, nnorm, norm;
+    logic [27:0]        fsum, nsum, nswap;
     logic [24:0]        man;
-    // The larger magnitude leads; a zero never does unless both are zero.
-    swap = xm == '0 || (ym != '0 && (ye > xe || (ye == xe && ym > xm)));
+    // The larger exponent leads; a zero never does unless both are zero.
+    swap = xm == '0 || (ym != '0 && ye > xe);
     ls = swap ? ys : xs;
     le = swap ? ye : xe;
     lm = swap ? ym : xm;
     ss = swap ? xs : ys;
     se = swap ? xe : ye;
     sm = swap ? xm : ym;
-    // Align the smaller: 24 bits, guard, round, and the sticky OR of whatever falls below. From a
-    // distance of 26 on (or a zero, whose exponent means nothing) only the sticky bit is left.
     d    = {le[10], le} - {se[10], se};
+    sub  = ls != ss;
+    near = sub && sm != '0 && d <= 12'sd1;
+    // Far: align the smaller with guard, round and the sticky OR of whatever falls below; from a
+    // distance of 26 on (or a zero, whose exponent means nothing) only the sticky bit is left.
     dd   = (sm == '0 || d > 12'sd26) ? 5'd26 : d[4:0];
     wide = {sm, 26'd0} >> dd;
     sal  = {wide[49:24], |wide[23:0]};
-    sum  = (ls != ss) ? {1'b0, lm, 3'b000} - {1'b0, sal} : {1'b0, lm, 3'b000} + {1'b0, sal};
-    // Normalize to 24 bits and guard, round, sticky: the leading zeros of sum[26:0], a priority
-    // choice of constants (the highest set bit wins), not a chain of counters.
+    fsum = sub ? {1'b0, lm, 3'b000} - {1'b0, sal} : {1'b0, lm, 3'b000} + {1'b0, sal};
+    if (fsum[27])      begin fnorm = {fsum[27:2], |fsum[1:0]}; fe = le + 11'sd1; end
+    else if (fsum[26]) begin fnorm = fsum[26:0];               fe = le;          end
+    else               begin fnorm = {fsum[25:0], 1'b0};       fe = le - 11'sd1; end
+    // Near: exact differences; with equal exponents the smaller operand may be the leading one.
+    nsum  = {1'b0, lm, 3'b000} - (d[0] ? {2'b00, sm, 2'b00} : {1'b0, sm, 3'b000});
+    nswap = {1'b0, sm, 3'b000} - {1'b0, lm, 3'b000};
+    neg   = !d[0] && nsum[27];
+    if (neg) nsum = nswap;
+    // The leading zeros of nsum[26:0]: a priority choice of constants, not a chain of counters.
     lz = 5'd26;
-    for (int i = 0; i <= 26; i++) if (sum[i]) lz = 5'(26 - i);
-    if (sum[27]) begin
-      norm = {sum[27:2], |sum[1:0]};
-      e    = le + 11'sd1;
-    end else begin
-      norm = sum[26:0] << lz;
-      e    = le - 11'(lz);
-    end
+    for (int i = 0; i <= 26; i++) if (nsum[i]) lz = 5'(26 - i);
+    nnorm = nsum[26:0] << lz;
+    ne    = le - 11'(lz);
+    norm = near ? nnorm : fnorm;
+    e    = near ? ne : fe;
+    sign = near && neg ? ss : ls;
     inc = norm[2] && (norm[1] || norm[0] || norm[3]);
     man = {1'b0, norm[26:3]} + 25'(inc);
     if (man[24]) e = e + 11'sd1;  // rounded up to the next power of two
-    if (sum == '0)                 add_finite = {ls && ss, 31'd0};  // exact zero: -0 only from -0 + -0
-    else if (e >= 11'sd255)        add_finite = {ls, 8'hff, 23'd0};
-    else if (e <= 11'sd0)          add_finite = {ls, 31'd0};
-    else                           add_finite = {ls, e[7:0], man[24] ? man[23:1] : man[22:0]};
+    if (near ? nsum == '0 : fsum == '0) add_finite = {ls && ss, 31'd0};  // exact zero: -0 only from -0 + -0
+    else if (e >= 11'sd255)             add_finite = {sign, 8'hff, 23'd0};
+    else if (e <= 11'sd0)               add_finite = {sign, 31'd0};
+    else                                add_finite = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
   endfunction
 
+  // x + y of two finite operands in the form above, rounded once to fp32 bits.
   // x + y for fp32 bits: the epilogue's C_in and bias. Subnormals read as zeros.
   function automatic logic [31:0] add_fp32(logic [31:0] x, logic [31:0] y);
     logic x_inf, y_inf, x_nan, y_nan;
