@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <charconv>
 #include <random>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -109,7 +108,7 @@ void RunArgs::finish(const po::variables_map& vm) {
     throw std::invalid_argument(fmt::format("{} tokens in a sequence, more than the model's {} positions", seq,
                                             cfg.positions));
   plans.clear();
-  for (const std::string& text : split_plans(plan_text)) {
+  for (const std::string& text : Plan::split_list(plan_text)) {
     if (text.empty() && !plan_text.empty())
       throw std::invalid_argument(fmt::format("--plan {}: an empty plan in the list", plan_text));
     plans.push_back(text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(text));
@@ -136,35 +135,6 @@ std::string plan_precision(const Plan& plan) {
     for (const PlanDevice& d : st.devices) kinds.insert(d.kind == "cpu" ? "fp32" : std::string(to_string(d.precision)));
   std::string out;
   for (const auto& k : kinds) out += (out.empty() ? "" : "+") + k;
-  return out;
-}
-
-namespace {
-
-// `text` cut at every `sep` (an empty text gives one empty item).
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  for (size_t pos = 0; pos <= text.size();) {
-    const size_t end = std::min(text.find(sep, pos), text.size());
-    out.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<std::string> split_plans(const std::string& text) {
-  // A device option's value may hold commas (fault=stuck:1,1,20): a comma starts a plan only where
-  // the text after it starts as a stage does, LAYERS@.
-  static const std::regex stage_start(R"(^\d+(-\d+)?@)");
-  std::vector<std::string> out;
-  for (const std::string& piece : split(text, ',')) {
-    if (out.empty() || piece.empty() || std::regex_search(piece, stage_start))
-      out.push_back(piece);
-    else
-      out.back() += "," + piece;
-  }
   return out;
 }
 

@@ -60,8 +60,6 @@ inline constexpr const char* kPlanHelp =
 // The precision the plan's devices compute in: an accelerator's or a GPU's, fp32 on a CPU; "bf16+fp32"
 // where they differ.
 std::string plan_precision(const Plan& plan);
-// --plan's list: comma-separated plans, each starting LAYERS@ (a device option's commas stay in it).
-std::vector<std::string> split_plans(const std::string& text);
 
 // Comma-separated token ids ("464,3290"); std::invalid_argument names `option` and the bad item.
 std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option);

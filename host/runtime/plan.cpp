@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -145,6 +146,18 @@ Plan Plan::parse(const std::string& text) {
     plan.stages.push_back(std::move(st));
   }
   return plan;
+}
+
+std::vector<std::string> Plan::split_list(const std::string& text) {
+  static const std::regex stage_start(R"(^\d+(-\d+)?@)");
+  std::vector<std::string> out;
+  for (const std::string& piece : split(text, ',')) {
+    if (out.empty() || piece.empty() || std::regex_search(piece, stage_start))
+      out.push_back(piece);
+    else
+      out.back() += "," + piece;
+  }
+  return out;
 }
 
 Plan Plan::single(const std::string& device, uint32_t layers) {

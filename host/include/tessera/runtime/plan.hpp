@@ -47,6 +47,9 @@ struct Plan {
   // Parses the text; throws std::invalid_argument naming what is wrong (syntax, an unknown
   // device kind, a bad weight, a device listed twice).
   static Plan parse(const std::string& text);
+  // A list of plans, comma-separated: a comma starts a plan only where the text after it starts as a
+  // stage does (LAYERS@), so a device option's commas (fault=stuck:1,1,20) stay in their plan.
+  static std::vector<std::string> split_list(const std::string& text);
   // All layers on one device.
   static Plan single(const std::string& device, uint32_t layers);
   // Checks the plan against the model and fills in each device's heads, MLP columns and weight
