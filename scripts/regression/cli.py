@@ -23,6 +23,9 @@ def parse_args(doc, argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build-regress")
     ap.add_argument("--no-build", action="store_true", help="use --build as it is")
+    ap.add_argument("--host", type=pathlib.Path,
+                    help="take tessera and the cosim tests from this build (scripts/build's) and build only the "
+                         "coverage simulator in --build, instead of compiling the host a second time")
     ap.add_argument("--sim", type=pathlib.Path, help="simulator to run instead of the build's (an RTL variant)")
     ap.add_argument("--no-waves", action="store_true",
                     help="do not rerun failed simulations with a waveform (their reproduce lines still print)")
@@ -57,6 +60,10 @@ def parse_args(doc, argv=None):
     args.fmax_baseline = ROOT / "rtl/fmax.json"
     if args.sim and not args.sim.exists():
         ap.error(f"--sim {args.sim}: no such file")
+    args.host_build = args.host or args.build
+    for exe in ("host/tessera", "tests/tessera_cosim_tests"):
+        if args.host and not (args.host / exe).exists():
+            ap.error(f"--host {args.host}: no {exe} there (build it with scripts/build)")
     return args
 
 

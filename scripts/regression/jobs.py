@@ -82,15 +82,15 @@ def build(args):
     cfg = ["cmake", "-S", str(ROOT), "-B", str(args.build), "-G", "Ninja", "-DTESSERA_RTL_COVERAGE=ON",
            f"-DTESSERA_RTL_PRESETS={presets}", "-DTESSERA_WITH_CUDA=OFF"]
     print(f"regress: building {args.build} (coverage, presets {', '.join(args.presets)})", flush=True)
-    for cmd in (cfg, ["cmake", "--build", str(args.build), "-j", str(args.jobs), "--target", "tessera-sim",
-                      "tessera", "tessera_cosim_tests"]):
+    targets = ["tessera-sim"] + ([] if args.host else ["tessera", "tessera_cosim_tests"])
+    for cmd in (cfg, ["cmake", "--build", str(args.build), "-j", str(args.jobs), "--target", *targets]):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"regress: build failed:\n{(r.stdout + r.stderr)[-3000:]}")
 
 
 def cosim_tests(args, spec):
-    exe = args.build / "tests/tessera_cosim_tests"
+    exe = args.host_build / "tests/tessera_cosim_tests"
     r = subprocess.run([str(exe), "--list-test-names-only", spec], capture_output=True, text=True)
     return [line.strip() for line in r.stdout.splitlines() if line.strip()]
 
@@ -101,13 +101,13 @@ def file_name(text):
 
 def make_jobs(args):
     jobs = []
-    tessera = str(args.build / "host/tessera")
-    cosim = str(args.build / "tests/tessera_cosim_tests")
+    tessera = str(args.host_build / "host/tessera")
+    cosim = str(args.host_build / "tests/tessera_cosim_tests")
     raw = args.out / "coverage/raw"
     xml = args.out / "catch2"
     sim_env = {"TESSERA_COVERAGE_DIR": str(raw)}
-    if args.sim:
-        sim_env["TESSERA_SIM"] = str(args.sim)
+    if args.sim or args.host:  # another build's tessera would find its own simulator, not this coverage one
+        sim_env["TESSERA_SIM"] = str(args.sim or args.build / "sim/platform/tessera-sim")
     if "lint" not in args.skip:
         for p in args.presets:
             jobs.append(Job("lint", "lint", p, [str(ROOT / "scripts/lint"), "--preset", p], timeout=300))

@@ -5,17 +5,21 @@ Each mutant must fail the regression, and its report must name the first wrong w
 scoreboard's address, expected and actual bytes and output element, or a replay's), the RTL
 assertion (rtl/sva) that failed, or the action counters that disagree with the golden model.
 
-  tests/mutation/run.py --build REGRESS_BUILD --work DIR [--only NAME]
+  tests/mutation/run.py --build BUILD --work DIR [--only NAME]
 
-REGRESS_BUILD is a build made by scripts/regress (its tessera and cosim tests drive the mutant
-simulator). Lint, synthesis and coverage are left out of the mutants' regressions: they are not
-what catches a functional bug, and each would cost minutes per mutant; so would rerunning each
-failure with a waveform (--no-waves).
+BUILD is a build with tessera and the cosim tests (scripts/build's or scripts/regress's): they
+drive the mutant simulator. Lint, synthesis and coverage are left out of the mutants' regressions:
+they are not what catches a functional bug, and each would cost minutes per mutant; so would
+rerunning each failure with a waveform (--no-waves). A mutant's regression stops at its first
+failure that names a wrong write, an assertion or the counters: that is the catch, and the jobs left
+would only take time.
 """
 import argparse
+import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -29,17 +33,37 @@ NAMED_FAILURE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[
                          r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*|"
                          r"RTL assertion \S+ failed.*|"
                          r"counted actions .*; golden model .*")
+PROGRESS_FAIL = re.compile(r"^\[\d+/\d+\] FAIL ")
+
+
+def regression(cmd):
+    """Runs the regression and returns (caught, named failure, output). It is stopped, with its jobs,
+    once a failing job's cause (the line under its FAIL) names the first wrong write, assertion or
+    counters."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines, cause_next = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        named = NAMED_FAILURE.search(line) if cause_next else None
+        if named:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True, named, "".join(lines)
+        cause_next = PROGRESS_FAIL.match(line) is not None
+    proc.wait()
+    out = "".join(lines)
+    return proc.returncode == 1 and "regression: FAIL" in out, NAMED_FAILURE.search(out), out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", type=pathlib.Path, required=True, help="a scripts/regress build directory")
+    ap.add_argument("--build", type=pathlib.Path, required=True, help="a build with tessera and the cosim tests")
     ap.add_argument("--work", type=pathlib.Path, required=True, help="scratch directory")
     ap.add_argument("--only", help="run this mutation only")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    if not (args.build / "host/tessera").exists():
-        sys.exit(f"mutation: {args.build} is not a scripts/regress build (run scripts/regress --quick first)")
+    if not all((args.build / exe).exists() for exe in ("host/tessera", "tests/tessera_cosim_tests")):
+        sys.exit(f"mutation: {args.build} has no host/tessera and tests/tessera_cosim_tests (run scripts/build)")
     mutations = tomllib.loads((pathlib.Path(__file__).parent / "mutations.toml").read_text())["mutation"]
     if args.only:
         mutations = [m for m in mutations if m["name"] == args.only]
@@ -67,18 +91,15 @@ def main():
             if r.returncode != 0:
                 sys.exit(f"mutation {mut['name']}: building the mutant failed:\n{(r.stdout + r.stderr)[-3000:]}")
         report = args.work / f"report_{mut['name']}"
-        r = subprocess.run([str(ROOT / "scripts/regress"), "--quick", "--no-build", "--build",
-                            str(args.build), "--sim", str(build / "sim/platform/tessera-sim"), "--skip",
-                            "lint,equiv,synth,coverage", "--no-waves", "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report),
-                            "--junit", str(report / "junit.xml")], capture_output=True, text=True)
-        named = NAMED_FAILURE.search(r.stdout)
-        caught = r.returncode == 1 and "regression: FAIL" in r.stdout
+        caught, named, out = regression(
+            [str(ROOT / "scripts/regress"), "--quick", "--no-build", "--host", str(args.build), "--build", str(build),
+             "--sim", str(build / "sim/platform/tessera-sim"), "--skip", "lint,equiv,synth,coverage", "--no-waves",
+             "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report), "--junit", str(report / "junit.xml")])
         ok = caught and named is not None
-        failures = len(re.findall(r"^FAIL ", r.stdout, re.M))
         print(f"{'ok  ' if ok else 'FAIL'} {mut['name']} ({mut['description']}): regression "
-              f"{'failed' if caught else 'PASSED'} with {failures} failing tests in {time.monotonic() - t0:.0f} s"
+              f"{'failed' if caught else 'PASSED'} in {time.monotonic() - t0:.0f} s"
               + (f"\n     named: {named.group(0)[:300]}" if named else "\n     no wrong write, assertion or counter named")
-              + ("" if ok else f"\n{r.stdout[-3000:]}{r.stderr[-2000:]}"), flush=True)
+              + ("" if ok else f"\n{out[-5000:]}"), flush=True)
         results.append(ok)
     print(f"{sum(results)} of {len(results)} mutations caught")
     return 0 if results and all(results) else 1
