@@ -61,9 +61,9 @@ def parse_args(doc, argv=None):
     if args.sim and not args.sim.exists():
         ap.error(f"--sim {args.sim}: no such file")
     args.host_build = args.host or args.build
-    for exe in ("host/tessera", "tests/tessera_cosim_tests"):
-        if args.host and not (args.host / exe).exists():
-            ap.error(f"--host {args.host}: no {exe} there (build it with scripts/build)")
+    missing = [exe for exe in ("host/tessera", "tests/tessera_cosim_tests") if args.host and not (args.host / exe).exists()]
+    if missing:
+        ap.error(f"--host {args.host}: no {' or '.join(missing)} there (build it with scripts/build)")
     return args
 
 
