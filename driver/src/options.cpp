@@ -57,4 +57,18 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   return o;
 }
 
+SimulatedDevice describe_simulated(const DeviceSpec& spec) {
+  if (spec.kind != "model" && spec.kind != "rtl")
+    throw UsageError(fmt::format("device '{}': only a simulated device (model, rtl) is known before it is opened",
+                                 spec.str()));
+  // The options each backend and the device itself accept (make_model_backend, make_rtl_backend).
+  const SimOptions o = SimOptions::parse(spec, spec.kind == "rtl" ? std::set<std::string>{"slverr", "trace", "scoreboard"}
+                                                                  : std::set<std::string>{});
+  SimulatedDevice d{EngineConfig::from_preset(EngineConfig::preset(o.preset)), o.mem, 0};
+  if (spec.option("dataflow", "auto") == "classic") d.engine.fold = false;
+  const uint64_t ring = uint64_t{Device::kRingEntries} * spec::kDescBytes;
+  d.free_bytes = o.mem_bytes > ring ? o.mem_bytes - ring : 0;
+  return d;
+}
+
 }  // namespace tessera::driver

@@ -17,33 +17,31 @@ namespace {
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Keys and values in device memory as rows of one position each, int8 with a scale per position
-// or bf16 (`bytes` per element): the keys are the left-hand operand of k q^T, the values the
+// or bf16: the keys are the left-hand operand of k q^T, the values the
 // right-hand one of p v (int8: their scales folded into p). One block of `capacity` rows per
 // sequence and head.
 class AccelKvCache final : public KvCache {
  public:
-  AccelKvCache(driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity,
-               uint32_t bytes)
+  AccelKvCache(driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity, bool bf16)
       : KvCache(batch, heads, head_dim, capacity, false),
-        ld(align_up(uint64_t{head_dim} * bytes, dev.properties().align)),
-        k_buf(dev.alloc(block() * batch * heads)),
-        v_buf(dev.alloc(block() * batch * heads)),
+        bf16(bf16),
+        ld(AccelBackend::operand_ld(head_dim, bf16)),
+        k_buf(dev.alloc(AccelBackend::kv_bytes(batch, heads, head_dim, capacity, bf16) / 2, AccelBackend::kBufferAlign)),
+        v_buf(dev.alloc(k_buf.size(), AccelBackend::kBufferAlign)),
         k_scale(uint64_t{batch} * heads * capacity),
         v_scale(k_scale.size()) {}
-  static uint64_t bytes_for(const driver::Device& dev, uint32_t batch, uint32_t heads, uint32_t head_dim,
-                            uint32_t capacity, uint32_t bytes) {
-    return 2 * align_up(uint64_t{head_dim} * bytes, dev.properties().align) * capacity * batch * heads;
-  }
   uint64_t bytes() const override { return k_buf.size() + v_buf.size(); }
-  uint64_t offset(uint32_t seq, uint32_t head) const { return (uint64_t{seq} * heads + head) * block(); }
+  uint64_t offset(uint32_t seq, uint32_t head) const {
+    return AccelBackend::kv_offset(seq, head, heads, head_dim, capacity, bf16);
+  }
   float* keys_scale(uint32_t seq, uint32_t head) { return &k_scale[(uint64_t{seq} * heads + head) * capacity]; }
   float* values_scale(uint32_t seq, uint32_t head) { return &v_scale[(uint64_t{seq} * heads + head) * capacity]; }
 
+  const bool bf16;
   const uint64_t ld;  // bytes from one position to the next
   driver::Buffer k_buf, v_buf;
 
  private:
-  uint64_t block() const { return ld * capacity; }
   std::vector<float> k_scale, v_scale;
 };
 
@@ -69,11 +67,11 @@ AccelBackend::Operand AccelBackend::upload_a(const float* a, uint32_t m, uint32_
   Operand op;
   op.rows = m;
   op.cols = k;
-  op.ld = align_up(uint64_t{k} * element_bytes(), dev_.properties().align);
+  op.ld = operand_ld(k, bf16_);
   if (!bf16_) op.scale.resize(m);
   std::vector<uint8_t> img(op.ld * m, 0);
   encode_rows(a, m, k, op.ld, img.data(), op.scale.data());
-  op.buf = dev_.alloc(img.size());
+  op.buf = dev_.alloc(img.size(), kBufferAlign);
   dev_.write(op.buf, 0, img);
   phase("dma", bf16_ ? "upload A (bf16)" : "upload A (int8)", start);
   return op;
@@ -84,7 +82,7 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   Operand op;
   op.rows = k;
   op.cols = n;
-  op.ld = align_up(uint64_t{n} * element_bytes(), dev_.properties().align);
+  op.ld = operand_ld(n, bf16_);
   auto at = [&](uint32_t r, uint32_t c) { return transposed ? b[uint64_t{c} * k + r] : b[uint64_t{r} * n + c]; };
   if (bf16_) {
     std::vector<uint8_t> img(op.ld * k, 0);
@@ -93,7 +91,7 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
         const uint16_t v = float_to_bf16(at(r, c));
         std::memcpy(&img[r * op.ld + 2ull * c], &v, 2);
       }
-    op.buf = dev_.alloc(img.size());
+    op.buf = dev_.alloc(img.size(), kBufferAlign);
     dev_.write(op.buf, 0, img);
     phase("dma", "upload B (bf16)", start);
     return op;
@@ -105,7 +103,7 @@ AccelBackend::Operand AccelBackend::upload_b(const float* b, uint32_t k, uint32_
   std::vector<uint8_t> img(op.ld * k, 0);
   for (uint32_t r = 0; r < k; ++r)
     for (uint32_t c = 0; c < n; ++c) img[r * op.ld + c] = static_cast<uint8_t>(to_int8(at(r, c), 1.0f / op.scale[c]));
-  op.buf = dev_.alloc(img.size());
+  op.buf = dev_.alloc(img.size(), kBufferAlign);
   dev_.write(op.buf, 0, img);
   phase("dma", "upload B (int8)", start);
   return op;
@@ -116,42 +114,15 @@ void AccelBackend::gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c) 
   if (!bf16_ && k > dev_.properties().k_max)
     throw driver::UsageError(fmt::format("{}: an inner dimension of {} is above the engine's k_max = {}", name(), k,
                                          dev_.properties().k_max));
-  const uint64_t ldc = align_up(uint64_t{n} * 4, dev_.properties().align);
   auto start = std::chrono::steady_clock::now();
-  Descriptor whole;
-  whole.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
-  whole.precision = static_cast<uint8_t>(bf16_ ? spec::Precision::kBf16 : spec::Precision::kInt8);
-  whole.out_mode = static_cast<uint8_t>(bf16_ ? spec::OutMode::kFp32 : spec::OutMode::kInt32);
-  whole.n = n;
-  whole.k = k;
-  whole.lda = static_cast<uint32_t>(a.ld);
-  whole.ldb = static_cast<uint32_t>(b.ld);
-  whole.ldc = static_cast<uint32_t>(ldc);
-  auto with_m = [&whole](uint32_t rows) {
-    Descriptor d = whole;
-    d.m = rows;
-    return d;
-  };
-  // Decode-sized products may take another dataflow (int8), K above bf16's limit goes in parts;
-  // rows past the engine's 16-bit M limit go in further GEMMs.
-  const Dataflow df = bf16_ ? bf16_dataflow(k, dev_.properties().k_max)
-                      : m <= spec::kDimMax ? choose_dataflow(with_m(m), dev_.properties().engine(), dataflow_)
-                                           : Dataflow{};
-  const uint64_t part_bytes = align_up(ldc * m, dev_.properties().align);
-  const uint32_t c_parts = bf16_ ? 1 : df.k_parts;  // bf16's parts add up in place
-  driver::Buffer cbuf = dev_.alloc(part_bytes * c_parts);
-  auto descriptors = [&](Dataflow flow) {
-    std::vector<Descriptor> descs;
-    for (uint32_t r0 = 0; r0 < m; r0 += spec::kDimMax) {
-      Descriptor d = with_m(std::min<uint32_t>(spec::kDimMax, m - r0));
-      d.a_addr = a.addr + r0 * a.ld;
-      d.b_addr = b.addr;
-      d.c_addr = cbuf.addr() + r0 * ldc;
-      for (const Descriptor& part : split(d, flow, bf16_ ? 0 : part_bytes)) descs.push_back(part);
-    }
-    return descs;
-  };
-  const std::vector<Descriptor> descs = descriptors(df);
+  const GemmOperands g{m, n, k, a.addr, a.ld, b.addr, b.ld};
+  uint64_t c_bytes = 0;
+  std::vector<Descriptor> descs = gemm_descriptors(dev_.properties().engine(), bf16_, g, dataflow_, &c_bytes);
+  driver::Buffer cbuf = dev_.alloc(c_bytes, kBufferAlign);
+  for (Descriptor& d : descs) {
+    d.c_addr += cbuf.addr();
+    if (d.flags & spec::desc::FLAG_ACCUMULATE) d.cin_addr += cbuf.addr();
+  }
   const driver::Counters before = dev_.counters();
   dev_.wait(dev_.submit(descs));
   phase("compute", bf16_ ? "bf16 GEMM" : "int8 GEMM", start);
@@ -162,15 +133,14 @@ void AccelBackend::gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c) 
   stats_.read_bytes += delta.read_bytes;
   stats_.write_bytes += delta.write_bytes;
   stats_.activity += activity_of(delta, descs, dev_.properties().engine());
-  if (projection_) {
-    const Dataflow pdf = bf16_ ? bf16_dataflow(k, projection_->k_max)
-                         : m <= spec::kDimMax ? choose_dataflow(with_m(m), *projection_, projection_dataflow_)
-                                              : Dataflow{};
-    for (const Descriptor& d : descriptors(pdf)) stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
-  }
+  if (projection_)
+    for (const Descriptor& d : gemm_descriptors(*projection_, bf16_, g, projection_dataflow_))
+      stats_.projected_cycles += estimate(d, *projection_, projection_mem_).cycles;
   start = std::chrono::steady_clock::now();
-  std::vector<uint8_t> out(part_bytes * c_parts);
+  std::vector<uint8_t> out(c_bytes);
   dev_.read(cbuf, 0, out);
+  const uint64_t ldc = c_ld(n), part_bytes = align_ld(ldc * m);
+  const uint32_t k_parts = static_cast<uint32_t>(c_bytes / part_bytes);
   if (bf16_) {  // the engine's fp32 sums, the parts of K already added
     for (uint32_t r = 0; r < m; ++r) std::memcpy(c + uint64_t{r} * n, &out[r * ldc], 4ull * n);
     phase("dma", "download C (fp32)", start);
@@ -180,7 +150,7 @@ void AccelBackend::gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c) 
     for (uint32_t col = 0; col < n; ++col) {
       // split-K parts add as the engine's int32 accumulator does: wrapping
       uint32_t acc = 0;
-      for (uint32_t p = 0; p < df.k_parts; ++p) {
+      for (uint32_t p = 0; p < k_parts; ++p) {
         uint32_t v;
         std::memcpy(&v, &out[p * part_bytes + r * ldc + uint64_t{col} * 4], 4);
         acc += v;
@@ -191,6 +161,38 @@ void AccelBackend::gemm(const DeviceMatrix& a, const DeviceMatrix& b, float* c) 
   phase("dma", "download C (int32)", start);
 }
 
+std::vector<Descriptor> AccelBackend::gemm_descriptors(const EngineConfig& cfg, bool bf16, const GemmOperands& g,
+                                                       DataflowCache& chosen, uint64_t* c_bytes) {
+  const uint64_t ldc = c_ld(g.n);
+  Descriptor whole;
+  whole.opcode = static_cast<uint8_t>(spec::Opcode::kGemm);
+  whole.precision = static_cast<uint8_t>(bf16 ? spec::Precision::kBf16 : spec::Precision::kInt8);
+  whole.out_mode = static_cast<uint8_t>(bf16 ? spec::OutMode::kFp32 : spec::OutMode::kInt32);
+  whole.m = g.m;
+  whole.n = g.n;
+  whole.k = g.k;
+  whole.lda = static_cast<uint32_t>(g.lda);
+  whole.ldb = static_cast<uint32_t>(g.ldb);
+  whole.ldc = static_cast<uint32_t>(ldc);
+  // Decode-sized products may take another dataflow (int8), K above bf16's limit goes in parts;
+  // rows past the engine's 16-bit M limit go in further GEMMs.
+  const Dataflow df = bf16 ? bf16_dataflow(g.k, cfg.k_max)
+                      : g.m <= spec::kDimMax ? choose_dataflow(whole, cfg, chosen)
+                                             : Dataflow{};
+  const uint64_t part_bytes = align_ld(ldc * g.m);
+  if (c_bytes) *c_bytes = part_bytes * (bf16 ? 1 : df.k_parts);  // bf16's parts add up in place
+  std::vector<Descriptor> descs;
+  for (uint32_t r0 = 0; r0 < g.m; r0 += spec::kDimMax) {
+    Descriptor d = whole;
+    d.m = std::min<uint32_t>(spec::kDimMax, g.m - r0);
+    d.a_addr = g.a_addr + r0 * g.lda;
+    d.b_addr = g.b_addr;
+    d.c_addr = r0 * ldc;
+    for (const Descriptor& part : split(d, df, bf16 ? 0 : part_bytes)) descs.push_back(part);
+  }
+  return descs;
+}
+
 AccelBackend::Dataflow AccelBackend::choose_dataflow(const Descriptor& d, const EngineConfig& cfg,
                                                      DataflowCache& chosen) {
   const std::array<uint32_t, 3> shape{d.m, d.n, d.k};
@@ -198,7 +200,7 @@ AccelBackend::Dataflow AccelBackend::choose_dataflow(const Descriptor& d, const 
   Dataflow best;
   if (cfg.fold && d.m <= cfg.rows / 2) {
     const Dataflow fold{true, (d.k + cfg.k_max / 2 - 1) / (cfg.k_max / 2)};
-    const uint64_t part_bytes = align_up(uint64_t{d.ldc} * d.m, spec::kAlignBytes);
+    const uint64_t part_bytes = align_ld(uint64_t{d.ldc} * d.m);
     uint64_t folded = 0;
     bool valid = true;
     for (const Descriptor& part : split(d, fold, part_bytes)) {
@@ -253,12 +255,12 @@ void AccelBackend::linear(const float* x, uint32_t m, const Linear& w, float* y)
 }
 
 uint64_t AccelBackend::kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const {
-  return AccelKvCache::bytes_for(dev_, batch, heads, head_dim, capacity, element_bytes());
+  return kv_bytes(batch, heads, head_dim, capacity, bf16_);
 }
 
 std::unique_ptr<KvCache> AccelBackend::make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                                      uint32_t capacity) {
-  return std::make_unique<AccelKvCache>(dev_, batch, heads, head_dim, capacity, element_bytes());
+  return std::make_unique<AccelKvCache>(dev_, batch, heads, head_dim, capacity, bf16_);
 }
 
 void AccelBackend::kv_store(KvCache& kv, uint32_t seq, uint32_t head, const float* k, const float* v,

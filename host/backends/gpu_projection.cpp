@@ -14,11 +14,11 @@ namespace {
 
 constexpr std::array kGpus = {
     GpuPeaks{"h100", "NVIDIA H100 SXM5 (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 3.35 TB/s HBM3, 700 W)", 67e12,
-             989.4e12, 1978.9e12, 3.35e12, 700},
+             989.4e12, 1978.9e12, 3.35e12, 700, 80e9},
     GpuPeaks{"h200", "NVIDIA H200 SXM (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 4.8 TB/s HBM3e, 700 W)", 67e12,
-             989.4e12, 1978.9e12, 4.8e12, 700},
+             989.4e12, 1978.9e12, 4.8e12, 700, 141e9},
     GpuPeaks{"a100", "NVIDIA A100 SXM 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 2.04 TB/s HBM2e, 400 W)",
-             19.5e12, 312e12, 624e12, 2.039e12, 400},
+             19.5e12, 312e12, 624e12, 2.039e12, 400, 80e9},
 };
 
 }  // namespace
@@ -60,15 +60,28 @@ void ProjectedGpuBackend::matmul(const float* a, const float* b, float* c, uint3
   account_gemm(m, n, k);
 }
 
+namespace {
+// Operands in the GEMM's precision, results in fp32 (int32 for int8).
+uint64_t gemm_read_bytes(GpuPrecision p, uint32_t m, uint32_t n, uint32_t k) {
+  return operand_bytes(p) * (uint64_t{m} * k + uint64_t{k} * n);
+}
+}  // namespace
+
+double projected_gemm_seconds(const GpuPeaks& peaks, GpuPrecision p, uint32_t m, uint32_t n, uint32_t k) {
+  const uint64_t bytes = gemm_read_bytes(p, m, n, k) + 4 * uint64_t{m} * n;
+  return std::max(2.0 * m * n * k / peaks.peak(p), double(bytes) / peaks.memory_bytes_per_s);
+}
+
+double projected_elementwise_seconds(const GpuPeaks& peaks, uint64_t values) {
+  return 8.0 * double(values) / peaks.memory_bytes_per_s;
+}
+
 void ProjectedGpuBackend::account_gemm(uint32_t m, uint32_t n, uint32_t k) {
-  // Operands in the GEMM's precision, results in fp32 (int32 for int8).
-  const uint64_t read = operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n), written = 4 * uint64_t{m} * n;
   ++stats_.gemms;
   stats_.macs += uint64_t{m} * n * k;
-  stats_.read_bytes += read;
-  stats_.write_bytes += written;
-  stats_.projected_seconds +=
-      std::max(2.0 * m * n * k / peaks_.peak(precision_), double(read + written) / peaks_.memory_bytes_per_s);
+  stats_.read_bytes += gemm_read_bytes(precision_, m, n, k);
+  stats_.write_bytes += 4 * uint64_t{m} * n;
+  stats_.projected_seconds += projected_gemm_seconds(peaks_, precision_, m, n, k);
 }
 
 void ProjectedGpuBackend::attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) {

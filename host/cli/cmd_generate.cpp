@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "auto_report.hpp"
 #include "commands.hpp"
 #include "run_args.hpp"
 #include "run_report.hpp"
@@ -159,6 +160,16 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
   const size_t n = ga.prompt_ids.size(), decoded = latency.size();
   const double wall_decode = std::accumulate(g.step_wall.begin() + 1, g.step_wall.end(), 0.0);
   const std::string prefill_time = time_label(prefill.rows), decode_time = time_label(decode.rows);
+  // --plan auto: the prediction against what ran (a generation that stopped at end-of-text early
+  // has fewer decode steps; per token they compare all the same).
+  std::vector<AutoCheck> checks;
+  if (ra.auto_plan) {
+    const auto& steps = ra.auto_plan->predicted.step_seconds;
+    checks.push_back({"time to first token", steps.front(), prefill.makespan});
+    if (decoded && steps.size() > 1)
+      checks.push_back({"decode per token", std::accumulate(steps.begin() + 1, steps.end(), 0.0) / double(steps.size() - 1),
+                        decode_seconds / double(decoded)});
+  }
   const std::string text = !ga.tokenizer ? ""
                            : ga.tokenizer->decode(std::span(g.ids).first(g.ids.size() - g.stopped_at_end));
   // The KV caches of every device of the plan, as start() sized them.
@@ -212,6 +223,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
         {"ops", ops},
         {"energy", {{"prefill", energy_json(prefill, ra, n)}, {"decode", energy_json(decode, ra, decoded)}}},
         {"roofline", roofline}};
+    if (ra.auto_plan) j["auto"] = auto_check_json(ra, checks);
     if (compared)
       compared->push_back(std::move(j));
     else
@@ -252,6 +264,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
   if (decoded) print_energy_text(decode, decoded, "decode");
   std::cout << fmt::format("\nKV caches: {:.2f} MiB over the plan's devices; wall time: {:.2f} s (time to first token "
                            "{:.3f} s)\n", double(kv_bytes) / (1 << 20), wall, g.step_wall.front());
+  if (ra.auto_plan) std::cout << auto_check_text(ra, checks);
   std::cout << fmt::format("stopped at {}; ", g.stopped_at_end ? "end-of-text" : "--max-new-tokens");
   if (divergence)
     std::cout << fmt::format("fp32 on the CPU generates the same ids up to token {} of {}, then {} where this run has {}\n",
@@ -312,6 +325,7 @@ void print_comparison(const nlohmann::ordered_json& runs, const GenerateArgs& ga
 int generate(const std::vector<std::string>& args) {
   GenerateArgs ga;
   RunArgs& ra = ga.ra;
+  ra.allow_auto = true;
   po::options_description opts(
       "tessera generate: generate text from a prompt over a plan of devices: prefill, then decode with KV caches,\n"
       "the text streamed as it comes; then per phase, device and op the time, cycles, utilization and bytes, the\n"
@@ -330,6 +344,7 @@ int generate(const std::vector<std::string>& args) {
       ("top-p", po::value(&ga.sampling.top_p)->default_value(1.0), "sample from the smallest set reaching this mass")
       ("seed", po::value(&ra.seed)->default_value(1), "seed of the sampling")
       ("plan", po::value(&ra.plan_text), kPlanHelp)
+      ("devices", po::value(&ra.devices_text), kDevicesHelp)
       ("trace", po::value(&ra.trace_path), "write a Chrome trace-event JSON file (opens in Perfetto)")
       ("capture", po::value(&ra.capture_dir), "record each accelerator's work in a trace under this directory")
       ("csv", po::bool_switch(&ra.csv), "print the per-op table as CSV")
@@ -376,6 +391,7 @@ int generate(const std::vector<std::string>& args) {
   ra.microbatches = 1;
 
   const std::unique_ptr<Comm> comm = mpi_world();
+  ra.resolve_auto(RunPhase::kGenerate, ga.max_new, comm.get());
   if (comm) ra.require_one_plan("a run under mpirun");
   if (ra.plans.size() > 1 && !(ra.trace_path.empty() && ra.capture_dir.empty()))
     throw std::invalid_argument("--trace and --capture take one plan");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "auto_report.hpp"
 #include "commands.hpp"
 #include "run_args.hpp"
 #include "tessera/io/gpt2.hpp"
@@ -16,15 +17,51 @@ namespace tessera::cli {
 
 int plan(const std::vector<std::string>& args) {
   RunArgs ra;
+  ra.allow_auto = true;
+  bool auto_plan = false;
+  std::string phase_text = "prefill";
+  uint32_t new_tokens = 0;
   po::options_description opts(
       "tessera plan: print an execution plan without running it: each stage's layers, each device's share\n"
       "of every layer (heads, MLP columns, output rows), the weight bytes it holds, and the expected\n"
-      "pipeline bubble. Takes the arguments of `tessera run`");
-  opts.add_options()("help,h", "this text");
+      "pipeline bubble. Takes the arguments of `tessera run`. With --auto (--plan auto), chooses the plan\n"
+      "over --devices and prints its predicted times, memory per device and speedup over the even split");
+  opts.add_options()("help,h", "this text")
+      ("auto", po::bool_switch(&auto_plan), "choose the plan over --devices (as --plan auto)")
+      ("phase", po::value(&phase_text)->default_value("prefill"),
+       "what --auto plans for: prefill (tessera run's pass), decode (a generation's steps after the prompt) or "
+       "generate (both, one sequence)")
+      ("max-new-tokens", po::value(&new_tokens), "decode, generate: the tokens generated after the prompt");
   ra.add_options(opts);
   const auto parsed = parse_args(opts, args);
   if (!parsed) return 0;
+  if (auto_plan) {
+    if (!ra.plan_text.empty() && ra.plan_text != "auto") throw std::invalid_argument("give --auto or --plan, not both");
+    ra.plan_text = "auto";
+  }
+  const RunPhase phase = parse_phase(phase_text);
+  if (!parsed->at("phase").defaulted() && ra.plan_text != "auto")
+    throw std::invalid_argument("--phase goes with --auto");
+  if (phase == RunPhase::kGenerate && parsed->count("batch") && ra.batch != 1)
+    throw std::invalid_argument("the generate phase runs one sequence: --batch 1");
   ra.finish(*parsed);
+  if (phase == RunPhase::kGenerate) ra.batch = 1;
+  ra.resolve_auto(phase, new_tokens);
+  if (ra.auto_plan) {
+    if (ra.json) {
+      const Gpt2Config& cfg = ra.cfg;
+      nlohmann::ordered_json j = {
+          {"schema_version", 1},
+          {"model", {{"name", ra.model}, {"layers", cfg.layers}, {"width", cfg.width}, {"heads", cfg.heads},
+                     {"vocab", cfg.vocab}, {"positions", cfg.positions}}}};
+      const nlohmann::ordered_json chosen = auto_plan_json(ra);
+      for (const auto& [key, value] : chosen.items()) j[key] = value;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_auto_plan(ra);
+    }
+    return 0;
+  }
   ra.require_one_plan("tessera plan");
   const Gpt2Config& cfg = ra.cfg;
   const Plan& plan = ra.plan;

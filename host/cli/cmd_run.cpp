@@ -34,6 +34,7 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
 
 int run(const std::vector<std::string>& args) {
   RunArgs ra;
+  ra.allow_auto = true;
   po::options_description opts(
       "tessera run: run a GPT-2 model over a plan of devices and compare it with an fp32 CPU run of the same model:\n"
       "per op and device time (measured on the CPU, cycles / clock on accelerators), cycles, MACs, utilization,\n"
@@ -45,6 +46,7 @@ int run(const std::vector<std::string>& args) {
   ra.finish(*parsed);
   // Under mpirun every process runs this, each with the plan's devices of its rank.
   const std::unique_ptr<Comm> comm = mpi_world();
+  ra.resolve_auto(RunPhase::kPrefill, 0, comm.get());
   if (comm) ra.require_one_plan("a run under mpirun");
   if (ra.plans.size() > 1 && !(ra.trace_path.empty() && ra.dump_dir.empty() && ra.capture_dir.empty()))
     throw std::invalid_argument("--trace, --dump and --capture take one plan");

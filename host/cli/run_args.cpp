@@ -3,6 +3,7 @@
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/driver/device.hpp"
 #include "tessera/model/parse.hpp"
+#include "tessera/parallel/comm.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -21,6 +22,7 @@ void RunArgs::add_options(po::options_description& opts) {
        "a model directory (config.json + model.safetensors), tiny, or random:LAYERS,WIDTH,HEADS[,VOCAB[,POSITIONS]]\n"
        "(seeded random weights of that shape: random:12,768,12,50257,1024 is GPT-2 small)")
       ("plan", po::value(&plan_text), kPlanHelp)
+      ("devices", po::value(&devices_text), kDevicesHelp)
       ("tokens", po::value(&tokens_text), "comma-separated token ids (one sequence)")
       ("batch", po::value(&batch)->default_value(1), "sequences of random tokens")
       ("seq", po::value(&seq), "tokens per sequence (default: 32, or the model's positions if fewer)")
@@ -107,8 +109,19 @@ void RunArgs::finish(const po::variables_map& vm) {
   if (seq > cfg.positions)
     throw std::invalid_argument(fmt::format("{} tokens in a sequence, more than the model's {} positions", seq,
                                             cfg.positions));
+  microbatches_given = vm.count("microbatches") && !vm["microbatches"].defaulted();
   plans.clear();
-  for (const std::string& text : Plan::split_list(plan_text)) {
+  const auto listed = Plan::split_list(plan_text);
+  if (listed.size() > 1 && std::count(listed.begin(), listed.end(), "auto"))
+    throw std::invalid_argument("--plan auto takes no other plans beside it");
+  auto_requested = plan_text == "auto";
+  if (!devices_text.empty() && !auto_requested) throw std::invalid_argument("--devices goes with --plan auto");
+  if (auto_requested) {
+    if (!allow_auto) throw std::invalid_argument("--plan auto is for tessera run, generate and plan");
+    energy_table = EnergyTable::load(energy_table_name);
+    return;  // resolve_auto chooses the plan once the workload is known
+  }
+  for (const std::string& text : listed) {
     if (text.empty() && !plan_text.empty())
       throw std::invalid_argument(fmt::format("--plan {}: an empty plan in the list", plan_text));
     plans.push_back(text.empty() ? Plan::single("rtl:0", cfg.layers) : Plan::parse(text));
@@ -116,6 +129,56 @@ void RunArgs::finish(const po::variables_map& vm) {
   }
   select_plan(0);
   energy_table = EnergyTable::load(energy_table_name);
+}
+
+void RunArgs::resolve_auto(RunPhase phase, uint32_t new_tokens, Comm* comm) {
+  if (!auto_requested) return;
+  const int world = comm ? comm->size() : 1;
+  std::string listed_text = devices_text;
+  if (listed_text.empty()) {
+    if (!comm) throw std::invalid_argument("--plan auto needs --devices (the devices to place the model on)");
+    for (int r = 0; r < world; ++r) listed_text += fmt::format("{}r{}:model:0", r ? "," : "", r);  // one per rank
+  }
+  // Every device on a rank: as written, or round-robin; the plan chosen names them.
+  Plan listed;
+  listed.stages.push_back(Stage{0, cfg.layers - 1, parse_devices(listed_text)});
+  listed.assign_ranks(world);
+  std::vector<PlanDevice> devices = listed.stages[0].devices;
+  if (comm)
+    for (PlanDevice& d : devices) d.rank_given = true;
+  // The clock: --clock-mhz, or the slowest listed accelerator's; kept for the plan chosen.
+  resolve_clock(listed);
+  clock_given = true;
+  const Workload w{phase, batch, seq, new_tokens};
+  LinkCosts links;
+  if (comm) {
+    // Every size of activations a stage's all-reduce may carry.
+    std::set<uint64_t> bytes;
+    for (const auto& step : w.steps())
+      for (uint32_t b = 1; b <= batch; ++b) bytes.insert(uint64_t{b} * step.tokens * cfg.width * 4);
+    links = measure_links(*comm, {bytes.begin(), bytes.end()});
+    planning_traffic = comm->stats();
+  }
+  // Rank 0 plans; every rank runs what it chose (or stops with its reason).
+  std::string chosen;
+  if (!comm || comm->rank() == 0) {
+    try {
+      auto model = std::make_shared<CostModel>(cfg, devices, w, clock_mhz, true, std::move(links));
+      auto_plan = choose_plan(*model, devices, microbatches_given ? microbatches : 0);
+      costs = std::move(model);
+      chosen = fmt::format("{}\n{}", auto_plan->plan.str(), auto_plan->microbatches);
+    } catch (const std::invalid_argument& e) {
+      if (!comm) throw;
+      chosen = fmt::format("error\n{}", e.what());
+    }
+  }
+  if (comm) chosen = comm->allgather(chosen)[0];
+  const size_t line = chosen.find('\n');
+  if (chosen.starts_with("error\n")) throw std::invalid_argument(chosen.substr(line + 1));
+  plans = {Plan::parse(chosen.substr(0, line))};
+  plans[0].resolve(cfg);
+  microbatches = static_cast<uint32_t>(std::stoul(chosen.substr(line + 1)));
+  select_plan(0);
 }
 
 void RunArgs::select_plan(size_t i) {

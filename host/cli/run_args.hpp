@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,8 @@
 #include <boost/program_options.hpp>
 
 #include "tessera/io/gpt2.hpp"
+#include "tessera/runtime/autoplan.hpp"
+#include "tessera/parallel/comm.hpp"
 #include "tessera/runtime/energy.hpp"
 #include "tessera/runtime/plan.hpp"
 
@@ -16,6 +20,10 @@ namespace tessera::cli {
 
 struct RunArgs {
   std::string model = "tiny", plan_text, tokens_text, dump_dir, trace_path, capture_dir;
+  std::string devices_text;        // --devices, for --plan auto
+  bool allow_auto = false;         // the command takes --plan auto (run, generate, plan)
+  bool auto_requested = false;     // --plan auto: the plan is chosen by resolve_auto
+  bool microbatches_given = false;
   uint32_t batch = 1, seq = 0, microbatches = 1;
   double clock_mhz = 0;            // 0 until resolve_clock: --clock-mhz, or the plan's estimate
   std::string clock_source;        // where clock_mhz comes from, for the reports
@@ -41,6 +49,15 @@ struct RunArgs {
   void select_plan(size_t i);
   // Where only one plan can be run (`what`): std::invalid_argument if --plan listed several.
   void require_one_plan(std::string_view what) const;
+  // --plan auto: chooses the plan (and the microbatches, unless --microbatches gave them) over
+  // --devices for the workload, at the slowest listed accelerator's clock unless --clock-mhz gives
+  // it; then selects it. Nothing without --plan auto. Under mpirun every rank calls it: the devices
+  // go on ranks (a model device each without --devices), the ranks time their all-reduces, rank 0
+  // plans and the others run its plan.
+  void resolve_auto(RunPhase phase, uint32_t new_tokens = 0, Comm* comm = nullptr);
+  std::shared_ptr<const CostModel> costs;  // --plan auto: what the choice rests on
+  std::optional<AutoPlan> auto_plan;
+  CommStats planning_traffic;                // --plan auto under mpirun: the all-reduces it timed
 
   Gpt2Config cfg;
   Plan plan;                // the one being run: plans[0] until select_plan
@@ -55,7 +72,9 @@ struct RunArgs {
 // --plan's help, in every command that takes it.
 inline constexpr const char* kPlanHelp =
     "stages: LAYERS@DEV[*W][+DEV[*W]...][;...]; several plans, comma-separated, are compared side by side "
-    "(default: every layer on rtl:0)";
+    "(default: every layer on rtl:0); auto: chosen over --devices";
+inline constexpr const char* kDevicesHelp =
+    "with --plan auto: the devices to place the model on, comma-separated (model:0,rtl:0?preset=large,cpu,cuda:0)";
 
 // The precision the plan's devices compute in: an accelerator's or a GPU's, fp32 on a CPU; "bf16+fp32"
 // where they differ.

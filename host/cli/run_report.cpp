@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "auto_report.hpp"
 #include "run_report.hpp"
 #include "tessera/backends/accel_backend.hpp"
 #include "tessera/backends/cpu_backend.hpp"
@@ -30,8 +31,8 @@ namespace tessera {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes, write_bytes, projected_cycles,
                                    projected_seconds, activity, measured_joules)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cost, phases,
-                                   rank, step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cpu_seconds,
+                                   cost, phases, rank, step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommStats, bytes_sent, bytes_received, messages, gpu_bytes_sent, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EngineConfig, rows, cols, k_max, axi_bytes, max_reads, addr_bits, fold)
 NLOHMANN_JSON_SERIALIZE_ENUM(GpuPrecision, {{GpuPrecision::kFp32, "fp32"}, {GpuPrecision::kBf16, "bf16"},
@@ -235,7 +236,12 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
     mine["ops"].push_back(r);
   }
   for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
-  mine["traffic"] = comm.stats();
+  // The run's traffic: without what --plan auto's timing of the all-reduces sent before it.
+  CommStats traffic = comm.stats();
+  const CommStats& before = ra.planning_traffic;
+  traffic.bytes_sent -= before.bytes_sent, traffic.bytes_received -= before.bytes_received;
+  traffic.messages -= before.messages, traffic.gpu_bytes_sent -= before.gpu_bytes_sent, traffic.seconds -= before.seconds;
+  mine["traffic"] = traffic;
   std::vector<RankSummary> ranks;
   log.clear();
   int rank = 0;
@@ -345,10 +351,12 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
 RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
                      std::vector<RankSummary> ranks, const Gpt2Config& cfg) {
   RunSummary sum;
-  // An op's time on its device: measured on the host and the CPU, cycles / clock on an accelerator.
+  // An op's time on its device: cycles / clock on an accelerator, projected for a GPU that is not
+  // there, the thread's CPU time for the host's ops, and measured (wall) on the CPU and a GPU.
   auto device_seconds = [&](const OpRecord& r) {
     if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
     if (devs.projected.count(r.device)) return r.cost.projected_seconds;
+    if (r.device == "host" || r.device.ends_with(":host")) return r.cpu_seconds;
     return r.seconds;
   };
   // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its
@@ -377,33 +385,30 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
     ++row.calls;
     row.seconds += device_seconds(r);
     row.cost += r.cost;
-    // Not stage work: point-to-point transfers are mostly waiting for the other stage (the schedule
-    // has that; their times are in the per-rank traffic), and the gather comes after the pipeline.
-    if (r.op == "recv" || r.op == "send" || r.op == "gather_logits" || r.op == "send_logits") continue;
+    // Not stage work: point-to-point transfers are mostly waiting for the other stage, and an
+    // all-reduce's wait is for the stage's slowest rank (the schedule has both; their times are in
+    // the per-rank traffic); the gather comes after the pipeline.
+    if (r.op == "recv" || r.op == "send" || r.op == "allreduce_wait" || r.op == "gather_logits" ||
+        r.op == "send_logits")
+      continue;
     RankTime& t = busy[r.stage][r.microbatch][r.rank];
     if (shared(r))
       t.shared += device_seconds(r);
     else
       t.lanes[r.lane.empty() ? r.device : r.lane] += device_seconds(r);
   }
-  // GPipe's schedule over those times: stage s takes microbatch j when it is done with j - 1 and
-  // stage s - 1 is done with j; its time is its slowest rank's. The bubble is the idle share of the
-  // stages over the makespan.
-  std::vector<std::vector<double>> finish(P, std::vector<double>(M, 0));
-  double busy_total = 0;
+  // GPipe's schedule over those times; a stage's time is its slowest rank's.
+  std::vector<std::vector<double>> stage_seconds(P, std::vector<double>(M, 0));
   for (size_t s = 0; s < P; ++s)
-    for (size_t j = 0; j < M; ++j) {
-      double d = 0;
+    for (size_t j = 0; j < M; ++j)
       for (const auto& [rank, t] : busy[s][j]) {
         double slowest = 0;
         for (const auto& [lane, seconds] : t.lanes) slowest = std::max(slowest, seconds);
-        d = std::max(d, t.shared + slowest);
+        stage_seconds[s][j] = std::max(stage_seconds[s][j], t.shared + slowest);
       }
-      busy_total += d;
-      finish[s][j] = std::max(j ? finish[s][j - 1] : 0.0, s ? finish[s - 1][j] : 0.0) + d;
-    }
-  sum.makespan = finish[P - 1][M - 1];
-  sum.bubble = sum.makespan > 0 ? 1 - busy_total / (double(P) * sum.makespan) : 0;
+  const Schedule schedule = gpipe_schedule(stage_seconds);
+  sum.makespan = schedule.makespan;
+  sum.bubble = schedule.bubble();
   sum.theoretical_bubble = ra.plan.expected_bubble(ra.microbatches);
 
   const uint64_t what_if_macs_per_cycle = uint64_t{ra.project_rows} * ra.project_cols;
@@ -513,6 +518,7 @@ nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
                        {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
     j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.ranks.size()}, {"ranks", ranks}};
   }
+  if (ra.auto_plan) j["auto"] = auto_check_json(ra, {{"per batch", ra.auto_plan->predicted.total(), sum.makespan}});
   return j;
 }
 
@@ -607,6 +613,7 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
   std::cout << fmt::format("numerics against fp32 on the CPU: max abs error {:.4g}, relative L2 {:.4g}, cosine {:.6f}, "
                            "top-1 agreement {:.3f}\n",
                            num.max_abs_err, num.rel_l2, num.cosine, num.top1_agreement);
+  if (ra.auto_plan) std::cout << auto_check_text(ra, {{"per batch", ra.auto_plan->predicted.total(), sum.makespan}});
 }
 
 void print_comparison(const std::vector<PlanRun>& runs, const RunArgs& ra, const Gpt2Config& cfg) {

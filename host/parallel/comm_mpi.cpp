@@ -121,6 +121,7 @@ class MpiComm final : public Comm {
     check(MPI_Allreduce(MPI_IN_PLACE, data.data(), count(data.size()), MPI_FLOAT, MPI_SUM, g.mpi), "MPI_Allreduce");
     account(t0, moved, moved, false);
   }
+  void barrier(int group) override { check(MPI_Barrier(member_of(group).mpi), "MPI_Barrier"); }
   std::vector<std::string> allgather(const std::string& text) override {
     const int len = count(text.size());
     std::vector<int> lens(size_), offsets(size_);

@@ -33,8 +33,26 @@ uint32_t layer_number(const std::string& text, const std::string& plan) {
   throw std::invalid_argument(fmt::format("plan '{}': '{}' is not a layer number", plan, text));
 }
 
-// `total` split in proportion to `weights`, largest remainders first, summing to `total`.
-std::vector<uint32_t> shares(uint32_t total, const std::vector<double>& weights) {
+// *hH/cC[/vV]: a device's heads, MLP columns and output rows, each at least 1.
+void parse_shares(const std::string& text, PlanDevice& d, const std::string& plan) {
+  const auto parts = split(text, '/');
+  const std::string form = "*hHEADS/cCOLUMNS[/vROWS]";
+  bool ok = parts.size() == 2 || parts.size() == 3;
+  for (size_t i = 0; ok && i < parts.size(); ++i) {
+    const auto v = parts[i].size() > 1 && parts[i][0] == "hcv"[i] ? parse_uint(parts[i].substr(1), 1, UINT32_MAX)
+                                                                   : std::nullopt;
+    ok = v.has_value();
+    if (ok) (i == 0 ? d.heads : i == 1 ? d.mlp : d.vocab) = static_cast<uint32_t>(*v);
+  }
+  if (!ok)
+    throw std::invalid_argument(fmt::format("plan '{}': shares '*{}' of {} are not {} with positive numbers", plan, text,
+                                            d.spec, form));
+  d.shares_given = true;
+}
+
+}  // namespace
+
+std::vector<uint32_t> proportional_shares(uint32_t total, const std::vector<double>& weights) {
   // Relative to the largest weight, so that huge weights (1e308) cannot make the sum infinite.
   const double top = *std::max_element(weights.begin(), weights.end());
   double sum = 0;
@@ -53,7 +71,19 @@ std::vector<uint32_t> shares(uint32_t total, const std::vector<double>& weights)
   return out;
 }
 
-}  // namespace
+uint64_t weight_bytes(const Gpt2Config& cfg, const PlanDevice& d, uint32_t layers, bool first_of_stage) {
+  const uint64_t E = cfg.width, D = cfg.head_dim();
+  const uint64_t qkv = 3 * D * d.heads, attn_rows = D * d.heads;
+  const uint64_t weights = E * qkv + attn_rows * E + E * d.mlp + uint64_t{d.mlp} * E;
+  const uint64_t columns = qkv + E + d.mlp + E;
+  const uint64_t biases = qkv + d.mlp + (first_of_stage ? 2 * E : 0);
+  const bool bf16 = d.precision == GpuPrecision::kBf16;
+  const uint64_t per_layer = !d.accelerator() ? 4 * (weights + biases) : bf16 ? 2 * weights : weights + 4 * columns;
+  const uint64_t head = !d.accelerator() ? 4ull * d.vocab * E
+                        : bf16           ? 2ull * d.vocab * E
+                                         : uint64_t{d.vocab} * E + 4ull * d.vocab;
+  return per_layer * layers + head;
+}
 
 Plan Plan::parse(const std::string& text) {
   if (text.empty()) throw std::invalid_argument("the plan is empty");
@@ -89,8 +119,10 @@ Plan Plan::parse(const std::string& text) {
         d.spec = dev_text.substr(0, star);
         const std::string w = dev_text.substr(star + 1);
         const auto r = std::from_chars(w.data(), w.data() + w.size(), d.weight);
-        if (w.empty() || r.ec != std::errc() || r.ptr != w.data() + w.size() || !(d.weight > 0) ||
-            !std::isfinite(d.weight))
+        if (w.starts_with('h')) {
+          parse_shares(w, d, text);
+        } else if (w.empty() || r.ec != std::errc() || r.ptr != w.data() + w.size() || !(d.weight > 0) ||
+                   !std::isfinite(d.weight))
           throw std::invalid_argument(fmt::format("plan '{}': weight '{}' of {} is not a positive number", text, w,
                                                   d.spec));
         // A second '*' (even inside an xdma path) would make the printed plan read differently.
@@ -183,45 +215,48 @@ void Plan::resolve(const Gpt2Config& cfg) {
   for (uint32_t l = 0; l < cfg.layers; ++l)
     if (owner[l] < 0) throw std::invalid_argument(fmt::format("plan: no stage runs layer {}", l));
 
-  const uint64_t E = cfg.width, D = cfg.head_dim();
   for (size_t s = 0; s < stages.size(); ++s) {
     Stage& st = stages[s];
-    std::vector<double> w;
-    for (const auto& d : st.devices) w.push_back(d.weight);
     if (st.devices.size() > cfg.heads)
       throw std::invalid_argument(fmt::format("plan: stage {} shards over {} devices, but the model has only {} heads",
                                               s, st.devices.size(), cfg.heads));
-    const auto heads = shares(cfg.heads, w), mlp = shares(4 * cfg.width, w), vocab = shares(cfg.vocab, w);
-    uint32_t h0 = 0, m0 = 0, v0 = 0;
     const bool last = s + 1 == stages.size();
+    const size_t given = std::count_if(st.devices.begin(), st.devices.end(), [](const auto& d) { return d.shares_given; });
+    if (given != 0 && given != st.devices.size())
+      throw std::invalid_argument(
+          fmt::format("plan: stage {} gives some devices explicit shares (*hH/cC) and others none: give all or none", s));
+    if (given == 0) {
+      std::vector<double> w;
+      for (const auto& d : st.devices) w.push_back(d.weight);
+      const auto heads = proportional_shares(cfg.heads, w), mlp = proportional_shares(4 * cfg.width, w),
+                 vocab = proportional_shares(cfg.vocab, w);
+      for (size_t i = 0; i < st.devices.size(); ++i) {
+        PlanDevice& d = st.devices[i];
+        if (heads[i] == 0)
+          throw std::invalid_argument(fmt::format("plan: {} gets no attention head with weight {} of stage {}", d.spec,
+                                                  d.weight, s));
+        d.heads = heads[i], d.mlp = mlp[i], d.vocab = last ? vocab[i] : 0;
+      }
+    } else {
+      uint64_t heads = 0, mlp = 0, vocab = 0;
+      for (const auto& d : st.devices) {
+        heads += d.heads, mlp += d.mlp, vocab += d.vocab;
+        if ((d.vocab > 0) != last)
+          throw std::invalid_argument(fmt::format("plan: {} in stage {}: /vROWS (its output rows) {}", d.spec, s,
+                                                  last ? "is needed in the last stage" : "belongs in the last stage only"));
+      }
+      if (heads != cfg.heads || mlp != 4 * cfg.width || (last && vocab != cfg.vocab))
+        throw std::invalid_argument(fmt::format(
+            "plan: stage {}'s shares add up to {} heads, {} MLP columns{}; the model has {}, {}{}", s, heads, mlp,
+            last ? fmt::format(" and {} output rows", vocab) : "", cfg.heads, 4 * cfg.width,
+            last ? fmt::format(" and {}", cfg.vocab) : ""));
+    }
+    uint32_t h0 = 0, m0 = 0, v0 = 0;
     for (size_t i = 0; i < st.devices.size(); ++i) {
       PlanDevice& d = st.devices[i];
-      if (heads[i] == 0)
-        throw std::invalid_argument(fmt::format("plan: {} gets no attention head with weight {} of stage {}", d.spec,
-                                                d.weight, s));
-      d.heads = heads[i];
-      d.head_begin = h0;
-      d.mlp = mlp[i];
-      d.mlp_begin = m0;
-      d.vocab = last ? vocab[i] : 0;
-      d.vocab_begin = last ? v0 : 0;
-      h0 += heads[i];
-      m0 += mlp[i];
-      v0 += vocab[i];
-      // Per layer: its columns of c_attn and c_fc, its rows of the two projections. Accelerators
-      // hold int8 weights with an fp32 scale per output column, or bf16 weights (biases stay on the
-      // host); the others hold fp32 weights and biases, the projections' biases on the first device
-      // only.
-      const uint64_t qkv = 3 * D * d.heads, attn_rows = D * d.heads;
-      const uint64_t weights = E * qkv + attn_rows * E + E * d.mlp + uint64_t{d.mlp} * E;
-      const uint64_t columns = qkv + E + d.mlp + E;
-      const uint64_t biases = qkv + d.mlp + (i == 0 ? 2 * E : 0);
-      const bool bf16 = d.precision == GpuPrecision::kBf16;
-      const uint64_t per_layer = !d.accelerator() ? 4 * (weights + biases) : bf16 ? 2 * weights : weights + 4 * columns;
-      const uint64_t head = !d.accelerator() ? 4ull * d.vocab * E
-                            : bf16           ? 2ull * d.vocab * E
-                                             : uint64_t{d.vocab} * E + 4ull * d.vocab;
-      d.weight_bytes = per_layer * (st.last - st.first + 1) + head;
+      d.head_begin = h0, d.mlp_begin = m0, d.vocab_begin = v0;
+      h0 += d.heads, m0 += d.mlp, v0 += d.vocab;
+      d.weight_bytes = weight_bytes(cfg, d, st.last - st.first + 1, i == 0);
     }
   }
 }
@@ -262,7 +297,10 @@ std::string Plan::str() const {
     for (size_t i = 0; i < st.devices.size(); ++i) {
       out += (i ? "+" : "") + (st.devices[i].rank_given ? fmt::format("r{}:", st.devices[i].rank) : "") +
              st.devices[i].spec;
-      if (st.devices[i].weight != 1) {
+      if (st.devices[i].shares_given) {
+        const PlanDevice& d = st.devices[i];
+        out += fmt::format("*h{}/c{}", d.heads, d.mlp) + (d.vocab ? fmt::format("/v{}", d.vocab) : "");
+      } else if (st.devices[i].weight != 1) {
         // The shortest form that reads back exactly, without the '+' of an exponent ("1e+20"),
         // which would split the device list.
         std::string w = fmt::format("{}", st.devices[i].weight);
@@ -277,6 +315,23 @@ std::string Plan::str() const {
 double Plan::expected_bubble(uint32_t microbatches) const {
   const double p = static_cast<double>(stages.size()), m = std::max<uint32_t>(1, microbatches);
   return (p - 1) / (m + p - 1);
+}
+
+Schedule gpipe_schedule(const std::vector<std::vector<double>>& seconds) {
+  Schedule out;
+  out.stages = seconds.size();
+  std::vector<double> done;  // the previous stage's finish per microbatch
+  for (const auto& stage : seconds) {
+    done.resize(stage.size(), 0.0);
+    double last = 0;  // this stage's previous microbatch
+    for (size_t j = 0; j < stage.size(); ++j) {
+      last = std::max(last, done[j]) + stage[j];
+      done[j] = last;
+      out.busy += stage[j];
+    }
+  }
+  out.makespan = done.empty() ? 0 : done.back();
+  return out;
 }
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -64,15 +65,14 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Memory the kernel says can be taken without swapping (MemAvailable).
+}  // namespace
+
 uint64_t host_memory_available() {
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);)  // "MemAvailable:   16318168 kB"
     if (line.starts_with("MemAvailable:")) return std::stoull(line.substr(13)) * 1024;
   return uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
 }
-
-}  // namespace
 
 Pipeline::Pipeline(const Gpt2Model& model, std::vector<StageShards> stages, Comm* comm)
     : model_(model), stages_(std::move(stages)), comm_(comm) {
@@ -340,7 +340,7 @@ void Pipeline::communicate(size_t stage, uint32_t microbatch, const char* op, ui
   fn();
   OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = microbatch, .device = "comm", .lane = {},
                .op = op, .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
-               .cost = {}, .phases = {}, .rank = comm_->rank(), .step = steps_};
+               .cpu_seconds = 0, .cost = {}, .phases = {}, .rank = comm_->rank(), .step = steps_};
   (op == std::string("recv") ? rec.cost.read_bytes : rec.cost.write_bytes) = bytes;
   log.push_back(std::move(rec));
 }
@@ -380,13 +380,13 @@ class Pipeline::StageRun {
 
  private:
   void embed() {
-    const auto start = Clock::now();
     const uint32_t E = cfg_.width, T = m_.seq;
     m_.x.resize(uint64_t{rows_} * E);
-    for (uint64_t r = 0; r < rows_; ++r)
-      for (uint32_t c = 0; c < E; ++c)
-        m_.x[r * E + c] = p_.model_.wte[uint64_t(m_.tokens[r]) * E + c] + p_.model_.wpe[(m_.past + r % T) * E + c];
-    host(-1, "embedding", start);
+    host(-1, "embedding", [&] {
+      for (uint64_t r = 0; r < rows_; ++r)
+        for (uint32_t c = 0; c < E; ++c)
+          m_.x[r * E + c] = p_.model_.wte[uint64_t(m_.tokens[r]) * E + c] + p_.model_.wpe[(m_.past + r % T) * E + c];
+    });
   }
 
   // LayerNorm of the whole residual stream into h_: on the device when one device holds the stage
@@ -397,9 +397,7 @@ class Pipeline::StageRun {
                 [&](MatmulBackend& b) { b.layer_norm(m_.x.data(), h_.data(), rows_, cfg_.width, w, cfg_.eps); });
       return;
     }
-    const auto start = Clock::now();
-    tessera::layer_norm(m_.x.data(), h_.data(), rows_, cfg_.width, w, cfg_.eps);
-    host(layer, "layernorm", start);
+    host(layer, "layernorm", [&] { tessera::layer_norm(m_.x.data(), h_.data(), rows_, cfg_.width, w, cfg_.eps); });
   }
 
   // Shard i's heads: q, k and v, the attention core, and its partial sum of the projection.
@@ -418,7 +416,7 @@ class Pipeline::StageRun {
       });
       rec.seconds -= softmax_seconds;
       const auto start = p_.epoch_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(rec.start));
-      shard_log_[i].push_back(host_record(layer, "softmax", start, softmax_seconds, rec.device));
+      shard_log_[i].push_back(host_record(layer, "softmax", start, softmax_seconds, softmax_seconds, rec.device));
     }
     part_[i].assign(m_.x.size(), 0.0f);
     device_op(i, layer, "attn_proj", [&](MatmulBackend& b) { b.linear(att.data(), rows_, *w.attn_proj, part_[i].data()); });
@@ -431,9 +429,7 @@ class Pipeline::StageRun {
       device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear_gelu(h_.data(), rows_, *w.mlp_up, up.data()); });
     } else {
       device_op(i, layer, "mlp_up", [&](MatmulBackend& b) { b.linear(h_.data(), rows_, *w.mlp_up, up.data()); });
-      const auto start = Clock::now();
-      gelu_tanh(up.data(), up.size());
-      shard_log_[i].push_back(host_record(layer, "gelu", start, since(start), st_.shards[i].backend->name()));
+      host(layer, "gelu", [&] { gelu_tanh(up.data(), up.size()); }, i);
     }
     part_[i].assign(m_.x.size(), 0.0f);
     device_op(i, layer, "mlp_down", [&](MatmulBackend& b) { b.linear(up.data(), rows_, *w.mlp_down, part_[i].data()); });
@@ -460,21 +456,25 @@ class Pipeline::StageRun {
   // shards, then the stage's ranks all-reduce those sums: with two ranks the sum is the same
   // float for float as in one process (addition commutes); with more, MPI (or NCCL) picks the order.
   void reduce(int layer, const Linear& full) {
-    auto start = Clock::now();
     std::vector<float> sum = std::move(part_[mine_.front()]);
-    for (size_t k = 1; k < mine_.size(); ++k)
-      for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part_[mine_[k]][j];
-    host(layer, "reduce_partials", start);
-    if (p_.groups_[s_] >= 0)
+    host(layer, "reduce_partials", [&] {
+      for (size_t k = 1; k < mine_.size(); ++k)
+        for (uint64_t j = 0; j < sum.size(); ++j) sum[j] += part_[mine_[k]][j];
+    });
+    if (p_.groups_[s_] >= 0) {
+      // First the wait for the slowest rank (the schedule counts that rank's work, not the wait),
+      // then the all-reduce itself.
+      p_.communicate(s_, m_.index, "allreduce_wait", 0, log_, [&] { p_.comm_->barrier(p_.groups_[s_]); });
       p_.communicate(s_, m_.index, "allreduce", sum.size() * 4, log_,
                      [&] { p_.comm_->allreduce_sum(sum, p_.groups_[s_]); });
-    start = Clock::now();
-    std::vector<float>& x = m_.x;
-    for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
-    if (!p_.whole_[s_])
-      for (uint32_t r = 0; r < rows_; ++r)
-        for (uint32_t c = 0; c < cfg_.width; ++c) x[uint64_t{r} * cfg_.width + c] += full.b[c];
-    host(layer, "residual", start);
+    }
+    host(layer, "residual", [&] {
+      std::vector<float>& x = m_.x;
+      for (uint64_t j = 0; j < x.size(); ++j) x[j] += sum[j];
+      if (!p_.whole_[s_])
+        for (uint32_t r = 0; r < rows_; ++r)
+          for (uint32_t c = 0; c < cfg_.width; ++c) x[uint64_t{r} * cfg_.width + c] += full.b[c];
+    });
   }
 
   // Runs fn(i) for every local shard i, each on its worker when there are several.
@@ -496,25 +496,41 @@ class Pipeline::StageRun {
   template <class Fn>
   OpRecord& device_op(size_t i, int layer, const char* op, Fn&& fn) {
     MatmulBackend& b = *st_.shards[i].backend;
+    std::unique_lock alone(p_.timing_, std::defer_lock);
+    std::shared_lock beside(p_.timing_, std::defer_lock);
+    b.timed_by_wall_clock() ? alone.lock() : beside.lock();
     const MatmulStats before = b.stats();
     const auto start = Clock::now();
     fn(b);
     OpRecord rec{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = b.name(),
-                 .lane = {}, .op = op, .start = since_epoch(start), .seconds = since(start),
+                 .lane = {}, .op = op, .start = since_epoch(start), .seconds = since(start), .cpu_seconds = 0,
                  .cost = b.stats() - before, .phases = {}, .rank = rank_, .step = p_.steps_};
     for (const Phase& ph : b.take_phases())
       rec.phases.push_back({ph.track, ph.name, since_epoch(ph.start), ph.seconds});
     return shard_log_[i].emplace_back(std::move(rec));
   }
 
-  OpRecord host_record(int layer, const char* op, Clock::time_point start, double seconds, std::string lane = {}) const {
+  OpRecord host_record(int layer, const char* op, Clock::time_point start, double seconds, double cpu_seconds,
+                       std::string lane = {}) const {
     return OpRecord{.stage = static_cast<int>(s_), .layer = layer, .microbatch = m_.index, .device = "host",
-                    .lane = std::move(lane), .op = op, .start = since_epoch(start), .seconds = seconds, .cost = {},
-                    .phases = {}, .rank = rank_, .step = p_.steps_};
+                    .lane = std::move(lane), .op = op, .start = since_epoch(start), .seconds = seconds,
+                    .cpu_seconds = cpu_seconds, .cost = {}, .phases = {}, .rank = rank_, .step = p_.steps_};
   }
-  // A host op of the whole stage, from `start` until now.
-  void host(int layer, const char* op, Clock::time_point start) {
-    log_.push_back(host_record(layer, op, start, since(start)));
+  // Runs a host op, alone in the process, and logs it: one of the whole stage, or with `shard`
+  // one done for that shard (its lane).
+  template <class Fn>
+  void host(int layer, const char* op, Fn&& fn, std::optional<size_t> shard = std::nullopt) {
+    std::unique_lock alone(p_.timing_);
+    const auto start = Clock::now();
+    const double cpu = thread_cpu_seconds();
+    fn();
+    const double seconds = since(start), cpu_seconds = thread_cpu_seconds() - cpu;
+    alone.unlock();
+    if (shard)
+      shard_log_[*shard].push_back(
+          host_record(layer, op, start, seconds, cpu_seconds, st_.shards[*shard].backend->name()));
+    else
+      log_.push_back(host_record(layer, op, start, seconds, cpu_seconds));
   }
   double since_epoch(Clock::time_point t) const { return std::chrono::duration<double>(t - p_.epoch_).count(); }
 

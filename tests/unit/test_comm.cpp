@@ -28,6 +28,7 @@ class RecordingComm final : public Comm {
   void send(std::span<const float>, int, int, int) override { throw std::logic_error("not in these tests"); }
   void recv(std::span<float>, int, int, int) override { throw std::logic_error("not in these tests"); }
   void allreduce_sum(std::span<float>, int) override { throw std::logic_error("not in these tests"); }
+  void barrier(int) override { throw std::logic_error("not in these tests"); }
   std::vector<std::string> allgather(const std::string& text) override { return {text}; }
   [[noreturn]] void abort(int) override { throw std::logic_error("abort"); }
   CommStats stats() const override { return {}; }

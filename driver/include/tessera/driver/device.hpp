@@ -17,6 +17,7 @@
 
 #include "tessera/model/descriptor.hpp"
 #include "tessera/model/engine_config.hpp"
+#include "tessera/model/timing.hpp"
 
 namespace tessera::driver {
 
@@ -123,6 +124,17 @@ struct WaitOptions {
 namespace detail {
 struct Heap;
 }
+
+// A simulated device (model, rtl) as it will be when opened, without starting it: the engine its
+// preset and options make (dataflow=classic: no FOLD), its memory system, and the memory free for
+// buffers (all of it but the descriptor ring). Throws UsageError for a bad spec or an xdma one (a
+// card says what it is only when opened).
+struct SimulatedDevice {
+  EngineConfig engine;
+  MemoryModelConfig memory;
+  uint64_t free_bytes = 0;
+};
+SimulatedDevice describe_simulated(const DeviceSpec& spec);
 
 // A block of device memory; returned to the allocator when destroyed. It may outlive its Device
 // (then destroying it does nothing), and a moved-from Buffer is empty: using either is a

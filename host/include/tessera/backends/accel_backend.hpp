@@ -30,6 +30,7 @@ class AccelBackend final : public MatmulBackend {
   void release(const Linear& w) override { weights_.erase(&w); }
   MatmulStats stats() const override { return stats_; }
   std::optional<uint64_t> memory_free() const override { return dev_.free_bytes(); }
+  bool timed_by_wall_clock() const override { return false; }
   uint64_t kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const override;
   std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                          uint32_t capacity) override;
@@ -44,7 +45,41 @@ class AccelBackend final : public MatmulBackend {
     projection_mem_ = mem;
   }
 
+  // c[m, n] = a[m, k] * b[k, n] as the backend lays it out in device memory: rows `lda` and `ldb`
+  // bytes apart, A and B at these addresses.
+  struct GemmOperands {
+    uint32_t m = 0, n = 0, k = 0;
+    uint64_t a_addr = 0, lda = 0, b_addr = 0, ldb = 0;
+  };
+  // How one GEMM runs: the classic dataflow, or FOLD for small M with K cut into k_parts FOLD GEMMs
+  // where it is above FOLD's k_max/2 (split-K: each part writes its own int32 C, summed on the host).
+  struct Dataflow {
+    bool fold = false;
+    uint32_t k_parts = 1;
+  };
+  using DataflowCache = std::map<std::array<uint32_t, 3>, Dataflow>;
+  // The descriptors gemm() submits for `g` on an engine of `cfg` (int8, or bf16), with C at
+  // address 0, and into `c_bytes` the bytes C takes. The planner's cost model runs them through the
+  // timing model, so that its predictions are the device's own cycles.
+  static std::vector<Descriptor> gemm_descriptors(const EngineConfig& cfg, bool bf16, const GemmOperands& g,
+                                                  DataflowCache& chosen, uint64_t* c_bytes = nullptr);
+  // Every buffer starts on a 4 KB page, where the engine's bursts break: a GEMM's cycles then
+  // depend on its shape alone, and the planner can predict them.
+  static constexpr uint64_t kBufferAlign = spec::kPageBytes;
+  // Leading dimensions in bytes: an operand's rows of `cols` elements, and C's (int32 or fp32).
+  static uint64_t operand_ld(uint32_t cols, bool bf16) { return align_ld(uint64_t{cols} * (bf16 ? 2 : 1)); }
+  static uint64_t c_ld(uint32_t n) { return align_ld(uint64_t{n} * 4); }
+  // A KV cache's keys and values (kv_cache_bytes), and where sequence `seq`'s head `head` starts in each.
+  static uint64_t kv_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity, bool bf16) {
+    return 2 * operand_ld(head_dim, bf16) * capacity * batch * heads;
+  }
+  static uint64_t kv_offset(uint32_t seq, uint32_t head, uint32_t heads, uint32_t head_dim, uint32_t capacity,
+                            bool bf16) {
+    return (uint64_t{seq} * heads + head) * operand_ld(head_dim, bf16) * capacity;
+  }
+
  private:
+  static uint64_t align_ld(uint64_t bytes) { return (bytes + spec::kAlignBytes - 1) / spec::kAlignBytes * spec::kAlignBytes; }
   // A matrix of the backend's precision in device memory, `ld` bytes from row to row; int8 with a
   // scale per row (a left-hand operand) or per column (a right-hand one; none means 1).
   struct DeviceMatrix {
@@ -67,14 +102,6 @@ class AccelBackend final : public MatmulBackend {
   // Rows of floats in the backend's precision at `ld` bytes apart: int8 with their scales (into
   // `scale`, one per row), or bf16.
   void encode_rows(const float* x, uint32_t rows, uint32_t cols, uint64_t ld, uint8_t* img, float* scale) const;
-  uint32_t element_bytes() const { return bf16_ ? 2 : 1; }
-  // How one GEMM runs: the classic dataflow, or FOLD for small M with K cut into k_parts FOLD GEMMs
-  // where it is above FOLD's k_max/2 (split-K: each part writes its own int32 C, summed on the host).
-  struct Dataflow {
-    bool fold = false;
-    uint32_t k_parts = 1;
-  };
-  using DataflowCache = std::map<std::array<uint32_t, 3>, Dataflow>;
   // FOLD where `cfg` allows it and the timing model (with the platform's default memory) says it is
   // faster than the classic dataflow; chosen once per shape.
   static Dataflow choose_dataflow(const Descriptor& d, const EngineConfig& cfg, DataflowCache& chosen);

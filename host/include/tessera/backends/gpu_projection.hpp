@@ -27,11 +27,17 @@ struct GpuPeaks {
   double int8_ops;              // dense tensor-core INT8
   double memory_bytes_per_s;    // HBM bandwidth
   double board_watts;           // maximum board power (TDP): a projection's energy is this over its time
+  double memory_bytes;          // its memory as published (80 GB: 80e9), what the planner fits a projected GPU's share into
   double peak(GpuPrecision p) const;
 };
 
 // NVIDIA's published figures (datasheets; dense, no sparsity).
 const GpuPeaks& gpu_peaks(std::string_view name);  // throws std::invalid_argument listing the known ones
+
+// The projections (the backend's, and the planner's): a GEMM's roofline time, operands in the
+// GEMM's precision and results in fp32; an element-wise op reading and writing each fp32 value once.
+double projected_gemm_seconds(const GpuPeaks& peaks, GpuPrecision p, uint32_t m, uint32_t n, uint32_t k);
+double projected_elementwise_seconds(const GpuPeaks& peaks, uint64_t values);
 
 class ProjectedGpuBackend final : public MatmulBackend {
  public:
@@ -44,6 +50,7 @@ class ProjectedGpuBackend final : public MatmulBackend {
   // A GPU runs these too (the cuda backend's kernels); projected as memory-bound, reading and
   // writing each fp32 value once.
   bool runs_other_ops() const override { return true; }
+  bool timed_by_wall_clock() const override { return false; }
   using MatmulBackend::attention;
   void attention(const float* qkv, float* out, uint32_t tokens, KvCache& cache) override;
   // In int8, the accelerator's products over its KV cache (int8_scores_reference, int8_mix_reference).
@@ -54,7 +61,7 @@ class ProjectedGpuBackend final : public MatmulBackend {
 
  private:
   void account_gemm(uint32_t m, uint32_t n, uint32_t k);
-  void elementwise(uint64_t values) { stats_.projected_seconds += 8.0 * double(values) / peaks_.memory_bytes_per_s; }
+  void elementwise(uint64_t values) { stats_.projected_seconds += projected_elementwise_seconds(peaks_, values); }
   std::string spec_;
   const GpuPeaks& peaks_;
   GpuPrecision precision_;

@@ -69,6 +69,10 @@ class MatmulBackend {
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
   // does not, the host runs them and the report shows them as host ops.
   virtual bool runs_other_ops() const { return false; }
+  // Whether the report times its ops by the wall clock (the CPU, a GPU that is there) rather than
+  // by the device's own count (an accelerator's cycles, a projection): the pipeline then runs each
+  // of them alone in the process, so that a simulation beside it does not slow it down.
+  virtual bool timed_by_wall_clock() const { return true; }
   // The device memory free for KV caches, where the backend keeps them on its device; none where
   // they are in host memory.
   virtual std::optional<uint64_t> memory_free() const { return std::nullopt; }

@@ -37,6 +37,8 @@ class Comm {
   virtual void recv(std::span<float> data, int from, int tag, int group) = 0;
   // Element-wise sum over the ranks of a group, left in each of them; only the members call it.
   virtual void allreduce_sum(std::span<float> data, int group) = 0;
+  // Returns when every member of the group has called it; only the members call it.
+  virtual void barrier(int group) = 0;
   // Every rank's text, in rank order, on every rank.
   virtual std::vector<std::string> allgather(const std::string& text) = 0;
   // Ends every process of the run at once (after an error that one rank cannot recover from).

@@ -6,6 +6,8 @@
 //   "0-11@rtl:0*1+cuda:0*3"           one stage; the GPU takes three quarters of each layer
 //   "0-11@cuda:0?precision=int8"      the GPU's GEMMs in int8, quantized like the accelerator's
 //   "0-5@r0:rtl:0+r1:rtl:0;6-11@r2:cuda:0"   over MPI: each device on the rank it names
+//   "0-11@rtl:0*h4/c1024/v16000+cuda:0*h8/c2048/v34257"   explicit shares: heads, MLP columns and
+//                                      (last stage) output rows per device, as `tessera plan --auto` prints
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct PlanDevice {
   std::string label;    // its name in reports: the spec, with "rK:" in multi-process runs
   std::string kind;     // model | rtl | xdma | cpu | cuda
   double weight = 1;    // share of each layer, relative to the group
+  bool shares_given = false;  // *hH/cC[/vV]: heads, mlp and vocab as written, not from the weight
   uint32_t gpu_index = 0;      // cuda: the GPU
   std::string gpu = "h100";    // cuda: whose published peaks a projection uses (?gpu=NAME)
   GpuPrecision precision = GpuPrecision::kFp32;  // cuda, accelerators: the GEMMs' precision (?precision=P)
@@ -35,6 +38,14 @@ struct PlanDevice {
   uint64_t weight_bytes = 0;           // what it holds for all its stage's layers
   bool accelerator() const { return kind == "model" || kind == "rtl" || kind == "xdma"; }
 };
+
+// `total` split in proportion to `weights`, largest remainders first, summing to `total`.
+std::vector<uint32_t> proportional_shares(uint32_t total, const std::vector<double>& weights);
+
+// The weight bytes a device holds for `layers` layers of its shares (heads, mlp, vocab): an
+// accelerator int8 weights with an fp32 scale per output column, or bf16 weights (biases stay on the
+// host); the others fp32 weights and biases, the projections' biases on a stage's first device only.
+uint64_t weight_bytes(const Gpt2Config& cfg, const PlanDevice& d, uint32_t layers, bool first_of_stage);
 
 struct Stage {
   uint32_t first = 0, last = 0;  // layers, inclusive
@@ -53,8 +64,9 @@ struct Plan {
   // All layers on one device.
   static Plan single(const std::string& device, uint32_t layers);
   // Checks the plan against the model and fills in each device's heads, MLP columns and weight
-  // bytes; throws std::invalid_argument for layers overlapping, missing or past the model, and
-  // for a group with more shards than heads (or a device whose share rounds to no head).
+  // bytes; throws std::invalid_argument for layers overlapping, missing or past the model, for a
+  // group with more shards than heads (or a device whose share rounds to no head), and for explicit
+  // shares that do not add up to the model's.
   void resolve(const Gpt2Config& cfg);
 
   // Puts every device on a rank of a run of `world` processes: where the plan names none, devices
@@ -68,5 +80,16 @@ struct Plan {
   // GPipe's bubble, (p - 1) / (m + p - 1), for p stages and m microbatches.
   double expected_bubble(uint32_t microbatches) const;
 };
+
+// GPipe's schedule over a plan's stage times: stage s takes microbatch j when it is done with j - 1
+// and stage s - 1 is done with j. `seconds[s][j]` is stage s's time on microbatch j.
+struct Schedule {
+  double makespan = 0;
+  double busy = 0;  // the stages' times, summed
+  size_t stages = 0;
+  // The stages' idle share over the makespan.
+  double bubble() const { return makespan > 0 ? 1 - busy / (double(stages) * makespan) : 0; }
+};
+Schedule gpipe_schedule(const std::vector<std::vector<double>>& seconds);
 
 }  // namespace tessera

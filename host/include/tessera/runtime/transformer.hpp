@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ struct OpRecord {
   std::string op;             // qkv, attention, attn_proj, mlp_up, mlp_down, logits; host: layernorm, ...
   double start = 0;           // wall time since the pipeline was built
   double seconds = 0;         // wall time
+  double cpu_seconds = 0;     // a host op: the CPU time of the thread that ran it (what reports count)
   MatmulStats cost;           // on the device
   struct Span {
     std::string track, name;
@@ -145,7 +147,13 @@ class Pipeline {
   std::map<CacheKey, std::unique_ptr<KvCache>> caches_;
   // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
   std::vector<std::vector<std::unique_ptr<ShardWorker>>> workers_;
+  // Ops timed by the wall clock (the host's, a CPU's or a GPU's) hold it alone, the others shared:
+  // their times are then what they take, not what they take beside a simulation.
+  std::shared_mutex timing_;
 };
+
+// Memory the kernel says can be taken without swapping (MemAvailable).
+uint64_t host_memory_available();
 
 // Logits [batch * seq, vocab] with every matrix product on one backend.
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
