@@ -90,6 +90,7 @@ nlohmann::ordered_json auto_plan_json(const RunArgs& ra) {
     j["speedup_over_even"] = nullptr;
   }
   j["unused_devices"] = a.unused;
+  j["host_cost_source"] = cm.host_source();
   j["search"] = {{"candidates", a.candidates}, {"seconds", a.search_seconds}};
   return j;
 }
@@ -140,7 +141,7 @@ void print_auto_plan(const RunArgs& ra) {
                              m.needed(), m.capacity);
   std::cout << "\ncosts:\n";
   for (const auto& [label, m] : a.memory) std::cout << fmt::format("  {}: {}\n", label, cm.source(label));
-  std::cout << "  host (LayerNorm, softmax, GELU, residuals): measured now at the sizes the plan runs them\n";
+  std::cout << fmt::format("  host (LayerNorm, softmax, GELU, residuals): {}\n", cm.host_source());
   if (!a.unused.empty()) std::cout << fmt::format("unused devices: {}\n", fmt::join(a.unused, ", "));
   std::cout << fmt::format("searched {} plans in {:.2f} s\n", a.candidates, a.search_seconds);
 }

@@ -17,6 +17,7 @@ int devices(const std::vector<std::string>& args);
 int gemm(const std::vector<std::string>& args);
 int validate(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
+int calibrate(const std::vector<std::string>& args);
 int run(const std::vector<std::string>& args);
 int replay(const std::vector<std::string>& args);
 int tokenize(const std::vector<std::string>& args);

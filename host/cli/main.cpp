@@ -37,7 +37,8 @@ commands:
   gemm       run one int8 GEMM on a device and check it against the golden model
   validate   health checks of a device: quick, standard or stress
   run        run a GPT-2 model over a plan of devices and compare it with fp32 on the CPU
-  plan       print how a model's layers split over devices, without running it
+  plan       print how a model's layers split over devices, without running it (--auto: choose it)
+  calibrate  time the CPU's or a GPU's ops once for --plan auto
   replay     play a trace captured by gemm or run --capture on a device and check every output
   generate   generate text from a prompt (prefill, then decode with KV caches) over a plan of devices
   eval       perplexity of a model over a text, with a sliding window, over a plan of devices
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     if (cmd == "gemm") return tessera::cli::gemm(args);
     if (cmd == "validate") return tessera::cli::validate(args);
     if (cmd == "plan") return tessera::cli::plan(args);
+    if (cmd == "calibrate") return tessera::cli::calibrate(args);
     if (cmd == "run") return tessera::cli::run(args);
     if (cmd == "replay") return tessera::cli::replay(args);
     if (cmd == "tokenize") return tessera::cli::tokenize(args);

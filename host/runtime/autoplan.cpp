@@ -6,6 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -27,6 +32,9 @@
 #include "tessera/runtime/transformer.hpp"
 
 namespace tessera {
+
+// Seconds of measured ops by their arguments: an op's number, then its sizes.
+using Measurements = std::map<std::array<uint64_t, 6>, double>;
 
 namespace {
 
@@ -225,7 +233,7 @@ class CostModel::HostCost {
   double sized(int op, uint64_t fixed, uint64_t x, const std::function<double(uint64_t)>& measure) const {
     if (!on_ || x == 0) return 0;
     auto at = [&](uint64_t n) {
-      const auto key = std::make_tuple(op, fixed, n);
+      const Measurements::key_type key{uint64_t(op), fixed, n, 0, 0, 0};
       if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
       return memo_[key] = measure(n);
     };
@@ -234,7 +242,10 @@ class CostModel::HostCost {
     return at(lo) + (at(2 * lo) - at(lo)) * double(x - lo) / double(lo);
   }
   bool on_;
-  mutable std::map<std::tuple<int, uint64_t, uint64_t>, double> memo_;
+  mutable Measurements memo_;
+
+ public:
+  Measurements& measurements() const { return memo_; }
 };
 
 // ---- the devices ------------------------------------------------------------------------------
@@ -259,6 +270,9 @@ class CostModel::DeviceCost {
   virtual uint64_t activation_bytes(uint32_t, uint32_t, uint32_t) const { return 0; }
   // Measured costs are taken at a few widths and interpolated between them (see part()).
   virtual bool interpolates() const { return false; }
+  // What it measured: its ops' seconds by their arguments (none where its costs are computed).
+  virtual Measurements* measurements() { return nullptr; }
+  std::string calibrated;  // the file its measurements came from, if one
   virtual uint64_t capacity() const = 0;
 
   const std::string source;
@@ -361,7 +375,7 @@ class MeasuredCost final : public CostModel::DeviceCost {
   double linear_gelu(uint32_t m, uint32_t n, uint32_t k) const override { return product(m, n, k, true); }
   double attention(uint32_t batch, uint32_t heads, uint32_t tokens, uint32_t past, uint32_t capacity,
                    uint32_t D) const override {
-    const auto key = std::make_tuple(5u, batch, heads, tokens, past, capacity);
+    const Measurements::key_type key{5, batch, heads, tokens, past, capacity};
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     const auto qkv = random_values(uint64_t{batch} * tokens * 3 * heads * D);
     std::vector<float> out(uint64_t{batch} * tokens * heads * D);
@@ -380,7 +394,7 @@ class MeasuredCost final : public CostModel::DeviceCost {
   }
   double layer_norm(uint32_t rows, uint32_t cols) const override {
     if (!runs_other_ops) return 0;
-    const auto key = std::make_tuple(6u, rows, cols, 0u, 0u, 0u);
+    const Measurements::key_type key{6, rows, cols, 0, 0, 0};
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     const auto x = random_values(uint64_t{rows} * cols);
     std::vector<float> y(x.size());
@@ -392,10 +406,11 @@ class MeasuredCost final : public CostModel::DeviceCost {
   }
   bool interpolates() const override { return true; }
   uint64_t capacity() const override { return backend_->memory_free().value_or(host_memory_available()); }
+  Measurements* measurements() override { return &memo_; }
 
  private:
   double product(uint32_t m, uint32_t n, uint32_t k, bool gelu) const {
-    const auto key = std::make_tuple(gelu ? 4u : 3u, m, n, k, 0u, 0u);
+    const Measurements::key_type key{gelu ? 4u : 3u, m, n, k, 0, 0};
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     const Linear w{k, n, random_values(uint64_t{k} * n), std::vector<float>(n, 0.0f)};
     const auto x = random_values(uint64_t{m} * k);
@@ -411,7 +426,7 @@ class MeasuredCost final : public CostModel::DeviceCost {
   }
   std::unique_ptr<MatmulBackend> backend_;
   const CostModel::HostCost& host_;
-  mutable std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, double> memo_;
+  mutable Measurements memo_;
 };
 
 // A cost that grows with `x` (heads, columns, rows) of `full`: `exact` where the device's costs
@@ -424,6 +439,99 @@ double part(const CostModel::DeviceCost& d, uint32_t x, uint32_t full, uint32_t 
   if (lo == x || hi == x) return at(x);
   const double t_lo = lo ? at(lo) : 0, t_hi = at(hi);
   return t_lo + (t_hi - t_lo) * double(x - lo) / double(hi - lo);
+}
+
+}  // namespace
+
+// ---- calibrations -----------------------------------------------------------------------------
+
+std::string CostModel::host_source() const {
+  return host_calibrated_.empty()
+             ? "measured now (the thread's CPU time) at sizes that are powers of two, linear between"
+             : fmt::format("calibrated: {} (tessera calibrate); sizes it lacks measured now", host_calibrated_);
+}
+
+std::string calibration_dir() {
+  if (const char* dir = std::getenv("TESSERA_CALIBRATION_DIR"); dir && *dir) return dir;
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) return std::string(cache) + "/tessera";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/tessera";
+  return ".tessera-cache";
+}
+
+namespace {
+
+// What a measurement was taken on: the host's CPUs, and for the CPU device OpenBLAS's threads.
+std::string host_identity() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string model = "unknown CPU";
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.starts_with("model name")) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return fmt::format("{} x {}", model, std::thread::hardware_concurrency());
+}
+
+std::string device_identity(const PlanDevice& d) {
+  if (d.kind == "cpu") {
+    const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
+    return fmt::format("{}, OpenBLAS threads {}", host_identity(), threads && *threads ? threads : "as many as CPUs");
+  }
+  return fmt::format("GPU {} in {}", gpu_uuid(static_cast<int>(d.gpu_index)), to_string(d.precision));
+}
+
+std::string calibration_file(const PlanDevice& d) {
+  if (d.kind == "cpu") return calibration_dir() + "/cpu.json";
+  return fmt::format("{}/cuda-{}-{}.json", calibration_dir(), gpu_uuid(static_cast<int>(d.gpu_index)),
+                     to_string(d.precision));
+}
+
+// Reads a calibration into `m` where it was taken on `identity`; whether it was.
+bool read_calibration(const std::string& path, const std::string& identity, Measurements& m) {
+  std::ifstream in(path);
+  if (!in) return false;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (j.at("schema_version") != 1 || j.at("identity") != identity) return false;
+    for (const auto& e : j.at("measurements")) {
+      Measurements::key_type key{};
+      for (size_t i = 0; i < key.size(); ++i) key[i] = e.at(i).get<uint64_t>();
+      m[key] = e.at(key.size()).get<double>();
+    }
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;  // not a calibration this build wrote: measured again
+  }
+}
+
+void write_calibration(const std::string& path, const std::string& what, const std::string& identity,
+                       const Measurements& m) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& [key, seconds] : m) {
+    nlohmann::json e = nlohmann::json::array();
+    for (uint64_t v : key) e.push_back(v);
+    e.push_back(seconds);
+    entries.push_back(e);
+  }
+  const std::time_t now = std::time(nullptr);
+  char created[32];
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path);
+  out << nlohmann::json{{"schema_version", 1}, {"what", what}, {"identity", identity}, {"created", created},
+                        {"measurements", entries}}
+             .dump(1)
+      << "\n";
+  if (!out) throw std::runtime_error(fmt::format("cannot write the calibration {}", path));
+}
+
+// The sizes plans interpolate between: `points` even steps of `full` (all of them up to `points`).
+std::vector<uint32_t> grid(uint32_t full, uint32_t points) {
+  std::vector<uint32_t> xs;
+  const uint32_t step = full <= points ? 1 : (full + points - 1) / points;
+  for (uint32_t x = step; x < full; x += step) xs.push_back(x);
+  xs.push_back(full);
+  return xs;
 }
 
 }  // namespace
@@ -441,6 +549,9 @@ CostModel::CostModel(const Gpt2Config& cfg, const std::vector<PlanDevice>& devic
   if (w.capacity() > cfg.positions)
     throw std::invalid_argument(fmt::format("the {} phase needs {} positions; the model has {}", to_string(w.phase),
                                             w.capacity(), cfg.positions));
+  if (host_ops && read_calibration(calibration_dir() + "/host.json", host_identity(), host_->measurements()))
+    host_calibrated_ = calibration_dir() + "/host.json";
+  devices_list_ = devices;
   // Devices of the same kind and options cost the same: they share their costs (and memos).
   std::map<std::string, std::shared_ptr<DeviceCost>> by_options;
   for (const PlanDevice& d : devices) {
@@ -482,6 +593,9 @@ CostModel::CostModel(const Gpt2Config& cfg, const std::vector<PlanDevice>& devic
         cost = std::make_shared<ProjectedCost>(gpu_peaks(d.gpu), d.precision);
       key = d.spec;
     }
+    if (cost->measurements() && cost->calibrated.empty() &&
+        read_calibration(calibration_file(d), device_identity(d), *cost->measurements()))
+      cost->calibrated = calibration_file(d);
     by_options[key] = cost;
     costs_.push_back(cost);
     devices_[d.label] = cost.get();
@@ -497,7 +611,34 @@ const CostModel::DeviceCost& CostModel::device(const std::string& label) const {
   return *it->second;
 }
 
-std::string CostModel::source(const std::string& label) const { return device(label).source; }
+std::string CostModel::source(const std::string& label) const {
+  const DeviceCost& d = device(label);
+  return d.calibrated.empty() ? d.source
+                              : fmt::format("calibrated: {} (tessera calibrate); shapes it lacks measured now", d.calibrated);
+}
+
+
+std::vector<std::string> CostModel::calibrate(const std::string& label) {
+  DeviceCost& d = *devices_.at(label);
+  if (!d.measurements()) return {};
+  const uint32_t E = cfg_.width;
+  for (uint32_t b = 1; b <= work_.batch; ++b)
+    for (const auto& step : work_.steps()) {
+      for (uint32_t h : grid(cfg_.heads, 4)) heads_part(label, b, h, step);
+      for (uint32_t c : grid(4 * E, 8)) columns_part(label, b, c, step, false);
+      for (uint32_t v : grid(cfg_.vocab, 8)) vocab_part(label, b, v, step, false);
+      const uint32_t rows = b * step.tokens;
+      host_->layer_norm(rows, E);
+      host_->add(uint64_t{rows} * E);
+      d.layer_norm(rows, E);
+    }
+  PlanDevice which = *std::find_if(devices_list_.begin(), devices_list_.end(),
+                                   [&](const PlanDevice& p) { return p.label == label; });
+  const std::string device_file = calibration_file(which), host_file = calibration_dir() + "/host.json";
+  write_calibration(device_file, which.spec, device_identity(which), *d.measurements());
+  write_calibration(host_file, "host", host_identity(), host_->measurements());
+  return {device_file, host_file};
+}
 
 double CostModel::heads_part(const std::string& label, uint32_t batch, uint32_t heads, const Workload::Step& step) const {
   const DeviceCost& d = device(label);

@@ -10,11 +10,13 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from checks import check, finish  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
+os.environ["TESSERA_CALIBRATION_DIR"] = tempfile.mkdtemp()  # none of the user's calibrations
 MODEL = "random:4,256,4,2048,128"
 # The runs checked against their predictions have GPT-2 small's shapes: at toy sizes the host's
 # per-call overheads, which the planner does not count, are a large part of the time. And a clock of
@@ -38,8 +40,9 @@ def within(what, checks):
         check(what, len(checks) > 0 and all(abs(c["error"]) <= TOLERANCE for c in checks), checks)
 
 
-def run(*args):
-    return subprocess.run([TESSERA, *args], capture_output=True, text=True, timeout=600)
+def run(*args, env=None):
+    return subprocess.run([TESSERA, *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
 
 
 def as_json(r, what):
@@ -83,6 +86,25 @@ print("generate --plan auto:", [(c["what"], round(c["predicted_s"], 6), round(c[
 check("generate --plan auto: time to first token and decode per token checked", len(checks) == 2, checks)
 within("generate --plan auto: time to first token and decode per token within 5% of the prediction", checks)
 
+# tessera calibrate: the CPU's and the host's times kept, and a plan that uses them says so.
+with tempfile.TemporaryDirectory() as cache:
+    env = {"TESSERA_CALIBRATION_DIR": cache}
+    j = as_json(run("calibrate", "--device", "cpu", "--model", MODEL, "--batch", "2", "--seq", "8", "--json", env=env),
+                "calibrate --device cpu")
+    files = j.get("files", [])
+    check("calibrate writes the CPU's and the host's files there",
+          sorted(pathlib.Path(f).name for f in files) == ["cpu.json", "host.json"] and
+          all(pathlib.Path(f).parent == pathlib.Path(cache) for f in files), files)
+    j = as_json(run("plan", "--auto", "--devices", "model:0,cpu", "--model", MODEL, "--batch", "2", "--seq", "8",
+                    "--json", env=env), "plan --auto with a calibrated CPU")
+    sources = {d["device"]: d["cost_source"] for st in j.get("stages", []) for d in st["devices"]}
+    check("the plan's CPU and host costs are labelled calibrated",
+          j.get("host_cost_source", "").startswith("calibrated") and
+          all(s.startswith("calibrated") for d, s in sources.items() if d == "cpu"), (sources, j.get("host_cost_source")))
+    r = run("calibrate", "--device", "model:0", env=env)
+    check("calibrate --device model:0 says an accelerator needs none", r.returncode == 0 and "needs no calibration" in r.stdout,
+          r.stderr)
+
 # Bad input: exit 2 with the reason.
 bad = [
     (["run", "--plan", "auto", "--model", MODEL], "needs --devices"),
@@ -98,6 +120,8 @@ bad = [
     (["plan", "--auto", "--devices", "model:0", "--model", MODEL, "--phase", "training"], "prefill, decode or generate"),
     (["plan", "--devices", "model:0", "--model", MODEL], "--devices goes with --plan auto"),
     (["plan", "--model", MODEL, "--phase", "decode"], "--phase goes with --auto"),
+    (["calibrate", "--model", MODEL], "give the device"),
+    (["calibrate", "--device", "gpu:0"], "gpu"),
 ]
 for args, reason in bad:
     r = run(*args)

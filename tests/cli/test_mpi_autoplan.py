@@ -14,11 +14,13 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from checks import check, finish  # noqa: E402 (the tests' shared module)
 
 MPIEXEC, TESSERA = sys.argv[1], sys.argv[2]
+os.environ["TESSERA_CALIBRATION_DIR"] = tempfile.mkdtemp()  # none of the user's calibrations
 GPT2_SMALL = ["--model", "random:12,768,12,50257,1024", "--batch", "4", "--seq", "32", "--clock-mhz", "25"]
 
 

@@ -92,8 +92,14 @@ class CostModel {
   Prediction predict(const Plan& plan, uint32_t microbatches, bool exact = true) const;
   // What each device of the plan needs and has, by label.
   std::map<std::string, DeviceMemory> memory(const Plan& plan, uint32_t microbatches) const;
-  // "timing model (exact)", "projected (NVIDIA H100 ...)", "measured now"
+  // "timing model (exact)", "projected (NVIDIA H100 ...)", "measured now", "calibrated: FILE"
   std::string source(const std::string& label) const;
+  std::string host_source() const;  // the host's operations'
+  // tessera calibrate: times the device's ops (and the host's) at every shape that plans of this
+  // workload interpolate between, and writes them to the calibration directory, where later cost
+  // models of the same device on the same machine read them instead of timing them again. Returns
+  // the files written; none for a device whose costs are computed (accelerators, projected GPUs).
+  std::vector<std::string> calibrate(const std::string& label);
   double clock_mhz() const { return clock_mhz_; }
   const Gpt2Config& cfg() const { return cfg_; }
   const Workload& workload() const { return work_; }
@@ -119,9 +125,11 @@ class CostModel {
   double clock_mhz_;
   std::unique_ptr<HostCost> host_;
   LinkCosts links_;
+  std::string host_calibrated_;  // the file the host's measurements came from, if one
   std::map<std::string, int> rank_;  // by label
   std::vector<std::shared_ptr<DeviceCost>> costs_;  // devices of the same kind and options share one
-  std::map<std::string, const DeviceCost*> devices_;  // by label
+  std::map<std::string, DeviceCost*> devices_;        // by label
+  std::vector<PlanDevice> devices_list_;
 };
 
 struct AutoPlan {
@@ -142,6 +150,11 @@ struct AutoPlan {
 // given (0: chosen). Throws std::invalid_argument where no plan fits in the devices' memory, naming
 // each device and how many bytes it is short of its share.
 AutoPlan choose_plan(const CostModel& costs, const std::vector<PlanDevice>& devices, uint32_t microbatches = 0);
+
+// Where `tessera calibrate` keeps its files: $TESSERA_CALIBRATION_DIR, else $XDG_CACHE_HOME/tessera,
+// else ~/.cache/tessera. Each file says what it was measured on (the CPU model and count, OpenBLAS's
+// threads, a GPU's UUID); a file measured on another machine is not used.
+std::string calibration_dir();
 
 // The devices of --devices: specs comma-separated (a comma starts a device only where a device kind
 // follows, so that an option's commas stay with it). Throws std::invalid_argument.
