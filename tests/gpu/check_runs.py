@@ -4,13 +4,17 @@ GPT-2-small-shaped layer on the model accelerator and on the GPU in each precisi
 of both. Every op of a cuda device must be measured (a run that fell back to a projection fails),
 its energy measured through NVML where the driver has it (a board power in watts that makes sense),
 and the logits must meet the numerics targets against fp32 on the CPU: relative L2 <= 1e-4 in fp32,
-cosine >= 0.995 in bf16 and int8. Prints each run's figures.
+cosine >= 0.995 in bf16 and int8. Then a calibration of the GPU and a --plan auto run over it and the
+accelerator model, its costs labelled calibrated. Prints each run's figures and the auto plan's
+prediction beside its measurement.
 
 usage: check_runs.py TESSERA        exit 77 (skipped) where there is no GPU, 1 under TESSERA_REQUIRE_GPU=1"""
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from checks import check, finish, no_gpu_exit  # noqa: E402 (the tests' shared module)
@@ -77,5 +81,26 @@ for precision in ("fp32", "bf16", "int8"):
     run(f"a GPT-2-small-shaped layer at 128 tokens on the GPU ({precision})", f"0@cuda:0?precision={precision}",
         precision, *gpt2_layer)
 run("a GPT-2-small-shaped layer at 128 tokens on the accelerator model", "0@model", "int8", *gpt2_layer)
+
+# --plan auto with the GPU measured: a calibration of it, then a plan over it and the accelerator
+# model, run against its prediction (printed: the GPU's times are wall times of a first run).
+with tempfile.TemporaryDirectory() as cache:
+    env = {**os.environ, "TESSERA_CALIBRATION_DIR": cache}
+    small = ("--model", "random:12,768,12,50257,1024", "--batch", "4", "--seq", "32")
+    r = subprocess.run([TESSERA, "calibrate", "--device", "cuda:0?precision=int8", *small, "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("calibrate --device cuda:0 writes the GPU's file", r.returncode == 0 and any("cuda-" in f for f in j.get("files", [])),
+          r.stdout[-500:] + r.stderr)
+    r = subprocess.run([TESSERA, "run", "--plan", "auto", "--devices", "model:0,cuda:0?precision=int8", *small, "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    auto = j.get("auto", {})
+    sources = [d["cost_source"] for st in auto.get("stages", []) for d in st["devices"] if d["device"].startswith("cuda")]
+    check("run --plan auto over the accelerator model and the GPU: the GPU's costs calibrated, not projected",
+          r.returncode == 0 and all(s.startswith("calibrated") for s in sources), r.stdout[-500:] + r.stderr)
+    for c in auto.get("checks", []):
+        print(f"     auto plan {auto['plan']}: {c['what']} predicted {c['predicted_s'] * 1e3:.3f} ms, measured "
+              f"{c['measured_s'] * 1e3:.3f} ms ({c['error'] * 100:+.1f}%)", flush=True)
 
 finish()
