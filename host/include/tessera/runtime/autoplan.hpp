@@ -2,8 +2,9 @@
 // shares of every layer and the microbatch count, chosen to minimize the time per batch on the
 // devices' clocks under each device's memory. Costs come from the project's own models: the engine's
 // timing model for accelerators (the descriptors the backend submits, so exact on the model backend),
-// the roofline projection for projected GPUs (the backend's own formulas), and measurements taken now
-// for the CPU, real GPUs and the host's operations. docs/RUNTIME.md explains the search.
+// the roofline projection for projected GPUs (the backend's own formulas), and measurements (taken
+// now, or kept by `tessera calibrate`) for the CPU, real GPUs and the host's operations.
+// docs/RUNTIME.md explains the search.
 #pragma once
 
 #include <cstdint>
