@@ -237,11 +237,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
   }
   for (const PlanDevice* d : ra.plan.devices_of(comm.rank())) mine["devices"].push_back(d->label);
   // The run's traffic: without what --plan auto's timing of the all-reduces sent before it.
-  CommStats traffic = comm.stats();
-  const CommStats& before = ra.planning_traffic;
-  traffic.bytes_sent -= before.bytes_sent, traffic.bytes_received -= before.bytes_received;
-  traffic.messages -= before.messages, traffic.gpu_bytes_sent -= before.gpu_bytes_sent, traffic.seconds -= before.seconds;
-  mine["traffic"] = traffic;
+  mine["traffic"] = comm.stats() - ra.planning_traffic;
   std::vector<RankSummary> ranks;
   log.clear();
   int rank = 0;

@@ -5,18 +5,18 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdlib>
 #include <ctime>
-#include <thread>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <regex>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -98,13 +98,6 @@ uint64_t round_page(uint64_t bytes) {
   return (bytes + AccelBackend::kBufferAlign - 1) / AccelBackend::kBufferAlign * AccelBackend::kBufferAlign;
 }
 
-// The microbatches' sizes, as Pipeline::start makes them.
-std::vector<uint32_t> microbatch_sizes(uint32_t batch, uint32_t m) {
-  std::vector<uint32_t> out;
-  for (uint32_t j = 0; j < m; ++j) out.push_back(batch / m + (j < batch % m ? 1 : 0));
-  return out;
-}
-
 }  // namespace
 
 // ---- workloads -------------------------------------------------------------------------------
@@ -181,7 +174,7 @@ double Prediction::total() const { return std::accumulate(step_seconds.begin(), 
 
 // ---- the host's operations, measured now at the sizes the workload runs them -----------------
 
-// Each op is timed at sizes that are powers of two, the size between them linear in between: the
+// Each op is timed at sizes that are powers of two, sizes between them linear in between: the
 // host's loops take time in proportion to their values, and a few sizes, each timed long enough to
 // be steady, serve every plan the search tries.
 class CostModel::HostCost {

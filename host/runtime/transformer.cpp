@@ -67,6 +67,12 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
+std::vector<uint32_t> microbatch_sizes(uint32_t batch, uint32_t microbatches) {
+  std::vector<uint32_t> out;
+  for (uint32_t j = 0; j < microbatches; ++j) out.push_back(batch / microbatches + (j < batch % microbatches ? 1 : 0));
+  return out;
+}
+
 uint64_t host_memory_available() {
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);)  // "MemAvailable:   16318168 kB"
@@ -180,9 +186,7 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
   if (microbatches == 0 || microbatches > batch)
     throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
   end();
-  microbatch_sizes_.clear();
-  for (uint32_t j = 0; j < microbatches; ++j)
-    microbatch_sizes_.push_back(batch / microbatches + (j < batch % microbatches ? 1 : 0));
+  microbatch_sizes_ = microbatch_sizes(batch, microbatches);
   // What each device's caches take, checked before any is made: a device that keeps them in its
   // own memory against what it has free, the rest against the host's available memory.
   std::map<MatmulBackend*, uint64_t> on_device;

@@ -18,6 +18,10 @@ struct CommStats {
   uint64_t bytes_sent = 0, bytes_received = 0, messages = 0;
   uint64_t gpu_bytes_sent = 0;  // of bytes_sent, what went GPU to GPU (NCCL)
   double seconds = 0;
+  CommStats operator-(const CommStats& o) const {
+    return {bytes_sent - o.bytes_sent, bytes_received - o.bytes_received, messages - o.messages,
+            gpu_bytes_sent - o.gpu_bytes_sent, seconds - o.seconds};
+  }
 };
 
 class Comm {

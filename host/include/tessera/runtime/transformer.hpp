@@ -152,6 +152,10 @@ class Pipeline {
   std::shared_mutex timing_;
 };
 
+// The sizes of `microbatches` microbatches of `batch` sequences, as Pipeline::start splits them:
+// as equal as can be, the larger first.
+std::vector<uint32_t> microbatch_sizes(uint32_t batch, uint32_t microbatches);
+
 // Memory the kernel says can be taken without swapping (MemAvailable).
 uint64_t host_memory_available();
 
