@@ -349,10 +349,26 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   RunSummary sum;
   // An op's time on its device: cycles / clock on an accelerator, projected for a GPU that is not
   // there, the thread's CPU time for the host's ops, and measured (wall) on the CPU and a GPU.
+  // A stage's all-reduce counts at its fastest rank's time: the others' is longer only by a rank
+  // parked by the OS (ranks outnumbering cores), as host ops count the CPU time, not the wall.
+  using Collective = std::tuple<uint32_t, int, uint32_t, int>;  // step, stage, microbatch, which
+  std::map<Collective, double> fastest;
+  std::vector<Collective> collective(log.size());
+  {
+    std::map<std::tuple<int, uint32_t, int, uint32_t>, int> seen;  // per rank, step, stage, microbatch
+    for (size_t i = 0; i < log.size(); ++i) {
+      const OpRecord& r = log[i];
+      if (r.op != "allreduce") continue;
+      collective[i] = {r.step, r.stage, r.microbatch, seen[{r.rank, r.step, r.stage, r.microbatch}]++};
+      const auto [it, fresh] = fastest.try_emplace(collective[i], r.seconds);
+      if (!fresh) it->second = std::min(it->second, r.seconds);
+    }
+  }
   auto device_seconds = [&](const OpRecord& r) {
     if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
     if (devs.projected.count(r.device)) return r.cost.projected_seconds;
     if (r.device == "host" || r.device.ends_with(":host")) return r.cpu_seconds;
+    if (r.op == "allreduce") return fastest.at(collective[&r - log.data()]);
     return r.seconds;
   };
   // Per op and device, and per stage and microbatch (a stage's time: its shared host ops plus its

@@ -143,29 +143,49 @@ double LinkCosts::allreduce_seconds(int ranks, uint64_t bytes) const {
 }
 
 LinkCosts measure_links(Comm& comm, const std::vector<uint64_t>& bytes) {
+  // In a run every all-reduce follows a stretch of computing, on every rank at once; where ranks
+  // outnumber cores, the OS has some of them parked then. So the ranks measure as they run: in
+  // groups of k side by side (the last one smaller, or working alone), each all-reduce after a few
+  // ms of work and a barrier, and counted as the run's report counts it, at its fastest rank's time.
+  constexpr auto kWork = std::chrono::milliseconds(5);
+  constexpr int kTimes = 8;
+  const int world = comm.size(), me = comm.rank();
   LinkCosts out;
-  for (int k = 2; k <= comm.size(); ++k) {
-    std::vector<int> ranks(k);
-    std::iota(ranks.begin(), ranks.end(), 0);
-    const int group = comm.group(ranks, -1);  // every rank makes it; its members measure
-    std::vector<double> mine;
-    if (comm.rank() < k)
-      for (uint64_t b : bytes) {
-        std::vector<float> data(b / 4, 1.0f);
-        std::array<double, 5> times{};
-        for (double& t : times) {
-          comm.barrier(group);
-          const auto t0 = Clock::now();
-          comm.allreduce_sum(data, group);
-          t = since(t0);
+  for (int k = 2; k <= world; ++k) {
+    int group = -1;
+    for (int b = 0; b + 1 < world; b += k) {  // every rank makes every group of two or more
+      std::vector<int> ranks(std::min(k, world - b));
+      std::iota(ranks.begin(), ranks.end(), b);
+      const int id = comm.group(ranks, -1);
+      if (b == me / k * k) group = id;
+    }
+    std::vector<std::vector<double>> mine(bytes.size(), std::vector<double>(kTimes));  // [size][time]
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::vector<float> data(bytes[i] / 4, 1.0f);
+      for (int t = -1; t < kTimes; ++t) {  // the first sets up the group's buffers: not timed
+        for (const auto t0 = Clock::now(); Clock::now() - t0 < kWork;) {
         }
-        std::sort(times.begin(), times.end());
-        mine.push_back(times[2]);
+        if (group < 0) continue;
+        comm.barrier(group);
+        const auto t0 = Clock::now();
+        comm.allreduce_sum(data, group);
+        if (t >= 0) mine[i][t] = since(t0);
       }
-    // Rank 0 is in every group: its times are every rank's.
-    const auto all = comm.allgather(nlohmann::json(mine).dump());
-    const auto times = nlohmann::json::parse(all[0]).get<std::vector<double>>();
-    for (size_t i = 0; i < bytes.size(); ++i) out.allreduce[k][bytes[i]] = times[i];
+    }
+    std::vector<std::vector<std::vector<double>>> all;  // [rank][size][time]
+    for (const std::string& theirs : comm.allgather(nlohmann::json(mine).dump()))
+      all.push_back(nlohmann::json::parse(theirs).get<std::vector<std::vector<double>>>());
+    // Per group of k: each all-reduce at its fastest member's time, their mean; the slowest group.
+    for (int b = 0; b + k <= world; b += k)
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        double sum = 0;
+        for (int t = 0; t < kTimes; ++t) {
+          double fastest = INFINITY;
+          for (int r = b; r < b + k; ++r) fastest = std::min(fastest, all[r][i][t]);
+          sum += fastest;
+        }
+        out.allreduce[k][bytes[i]] = std::max(out.allreduce[k][bytes[i]], sum / kTimes);
+      }
   }
   return out;
 }

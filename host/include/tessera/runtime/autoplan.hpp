@@ -68,8 +68,10 @@ struct LinkCosts {
   double allreduce_seconds(int ranks, uint64_t bytes) const;
 };
 class Comm;
-// Every rank calls it: all-reduces of each of `bytes` over the ranks 0..k-1 for every k from 2 to
-// the world's size, each timed after a barrier (the median of a few). Every rank gets the times.
+// Every rank calls it: all-reduces of each of `bytes` over k ranks for every k from 2 to the
+// world's size, every rank busy at once as in a run (groups of k side by side), each after a few ms
+// of work and a barrier and counted at its fastest rank's time, as run reports count it; per k and
+// size, the mean of those, in the slowest group. Every rank gets the times.
 LinkCosts measure_links(Comm& comm, const std::vector<uint64_t>& bytes);
 
 // Where each device's costs come from, and its memory: made once for a list of devices, the model
