@@ -54,6 +54,10 @@ module tsr_epilogue #(
   logic float, bf16_out;
   assign float    = Bf16 && bf16_i;
   assign bf16_out = cfg_i.out_mode == tsr_pkg::OUT_BF16;
+`ifndef SYNTHESIS
+  logic int8;  // the cover points' mode
+  assign int8 = !float && cfg_i.out_mode == tsr_pkg::OUT_INT8;
+`endif
 
   for (genvar j = 0; j < Cols; j++) begin : g_lane
     // Stage 1: the int32 sum; split the shift into left and right amounts.
@@ -130,6 +134,31 @@ module tsr_epilogue #(
       else                                       q5_q <= zp_sum[7:0];
       acc5_q   <= acc4_q;
     end
+`ifndef SYNTHESIS
+    // Cover points of each branch of the int8 requantization (rtl/testplan.toml, requant_corners),
+    // counted over every lane: per stage, while the row it holds is valid.
+    logic signed [33:0] acc_wide;
+    assign acc_wide = 34'($signed(sum_i[j*32 +: 32])) + (cfg_i.accumulate ? 34'($signed(cin_i[j*32 +: 32])) : '0) +
+                      (cfg_i.bias ? 34'($signed(bias_i[j*32 +: 32])) : '0);
+    cov_acc_wrap:       cover property (@(posedge clk_i) valid_i && !float && acc_wide != 34'(acc_d));
+    cov_rq_left:        cover property (@(posedge clk_i) valid_q[0] && int8 && left1_q != '0);
+    cov_rq_left_max:    cover property (@(posedge clk_i) valid_q[0] && int8 && left1_q == 5'd31);
+    cov_rq_no_shift:    cover property (@(posedge clk_i) valid_q[0] && int8 && left1_q == '0 && right1_q == '0);
+    cov_rq_right:       cover property (@(posedge clk_i) valid_q[0] && int8 && right1_q != '0);
+    cov_rq_right_max:   cover property (@(posedge clk_i) valid_q[0] && int8 && right1_q == 5'd31);
+    cov_rq_mult_min:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh80000000);
+    cov_rq_mult_max:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh7fffffff);
+    cov_rq_mult_zero:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == '0);
+    cov_rq_mult_one:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sd1);
+    cov_rq_mult_half:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh40000000);
+    cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[1] && int8 && sat2_q);
+    cov_rq_round_up:    cover property (@(posedge clk_i) valid_q[2] && int8 && right3_q != '0 && rem > thr);
+    cov_rq_round_tie:   cover property (@(posedge clk_i) valid_q[2] && int8 && right3_q != '0 && rem == thr);
+    cov_rq_clamp_min:   cover property (@(posedge clk_i) valid_q[3] && int8 && zp_sum < 32'($signed(cfg_i.act_min)));
+    cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[3] && int8 && zp_sum > 32'($signed(cfg_i.act_max)));
+    cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.out_zp[7]);
+    cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.act_max[7]);
+`endif
     assign out8[j*8 +: 8]    = q5_q;
     assign out16[j*16 +: 16] = acc5_q[15:0];
     assign out32[j*32 +: 32] = acc5_q;

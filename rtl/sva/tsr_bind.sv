@@ -18,3 +18,8 @@ bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)
   .m_axi_bvalid_i, .m_axi_bready_o,
   .ring_size, .ring_head, .err_code, .start, .cfg, .a_rel, .b_rel, .c_rel, .a_full, .b_full
 );
+
+bind tsr_ctrl tsr_ctrl_sva #(.KMax(KMax), .Bf16(Bf16)) u_sva (
+  .clk_i, .check(state_q == CCheck), .desc, .chk_code(chk_code_q), .chk_addr(chk_addr_q), .error_now, .error_code,
+  .fetch(state_q == CIdle && state_d == CFetch), .ring_size(ring_size_i), .ring_tail(ring_tail_i)
+);

@@ -42,8 +42,12 @@ def merge(raw_dir, out_dir):
     merged, info = out_dir / "merged.dat", out_dir / "coverage.info"
     subprocess.run(["verilator_coverage", "--write", str(merged), *map(str, raw)], check=True, capture_output=True)
     subprocess.run(["verilator_coverage", "--write-info", str(info), str(merged)], check=True, capture_output=True)
-    modules, user = summarize(parse_points(merged.read_text(errors="replace")))
-    return {"files": len(raw), "merged": str(merged), "info": str(info), "modules": modules, "user": user}
+    points = parse_points(merged.read_text(errors="replace"))
+    modules, user = summarize(points)
+    # Where each cover point is: the RTL module, or the checker bound into one (tsr_ctrl_sva).
+    where = {name: module for kind, module, name, _, _ in points if kind == "user"}
+    return {"files": len(raw), "merged": str(merged), "info": str(info), "modules": modules, "user": user,
+            "user_module": where}
 
 
 def testplan(plan_toml, jobs, cov):

@@ -60,8 +60,10 @@ def markdown(run, jobs, deltas, deltas_ok, cov, plan, verdict):
             cells = [f"{kinds[k][0]}/{kinds[k][1]} ({100 * kinds[k][0] / kinds[k][1]:.1f}%)" if k in kinds else "-"
                      for k in ("line", "toggle", "user")]
             lines.append(f"| {module} | " + " | ".join(cells) + " |")
-        lines += ["", "| cover point | hits |", "|---|---|"]
-        lines += [f"| {n} | {c} |" for n, c in sorted(cov["user"].items())] + [""]
+        where = cov.get("user_module", {})
+        lines += ["", "| module | cover point | hits |", "|---|---|---|"]
+        lines += [f"| {where.get(n, '?')} | {n} | {c} |"
+                  for n, c in sorted(cov["user"].items(), key=lambda nc: (where.get(nc[0], ""), nc[0]))] + [""]
     lines += ["## Testplan", "", "| testpoint | status | tests | cover points | notes |", "|---|---|---|---|---|"]
     for tp in plan:
         notes = "; ".join(filter(None, [

@@ -1,6 +1,7 @@
 #include "harness.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -178,6 +179,11 @@ void Mirror::check_counted_actions(const std::vector<Descriptor>& descs, const d
                  << describe(closed) << "; timing model " << describe(timing));
   CHECK(device == closed);
   CHECK(timing == closed);
+}
+
+std::string rtl(const std::string& preset) {
+  const char* only = std::getenv("TESSERA_PRESET");
+  return "rtl?preset=" + (only ? std::string(only) : preset);
 }
 
 Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k, bool bf16) {

@@ -57,6 +57,10 @@ class Mirror {
   std::map<uint64_t, driver::Buffer> bufs_;
 };
 
+// The RTL device of `preset`, or of TESSERA_PRESET where that is set (scripts/regress runs each
+// test on each preset).
+std::string rtl(const std::string& preset);
+
 // A random shape that stays within the engine's limits and a test's cycle budget; `bf16`: of the
 // BF16 precision (K at most k_max / 2 is the caller's to keep).
 Shape random_shape(std::mt19937_64& rng, uint32_t max_mn, uint32_t max_k, bool bf16 = false);

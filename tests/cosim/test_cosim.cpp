@@ -1,7 +1,6 @@
 // Cosimulation: the RTL (rtl backend, its own simulator process per test case) against the
 // golden model, byte for byte, plus the platform's scoreboard.
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <tuple>
@@ -14,15 +13,10 @@
 
 using namespace tessera;
 using test::Mirror;
+using test::rtl;
 using test::Shape;
 
 namespace {
-
-// TESSERA_PRESET runs every test on one preset (scripts/regress runs each test on each preset).
-std::string rtl(const std::string& preset) {
-  const char* only = std::getenv("TESSERA_PRESET");
-  return "rtl?preset=" + (only ? std::string(only) : preset);
-}
 
 // `count` GEMMs of the shapes `make(rng, i, properties)` draws from a printed seed, back to back on
 // one device, against the golden model.

@@ -227,6 +227,14 @@ class Reports(unittest.TestCase):
         self.assertIn("<li>reproduce: <code>cmd 'x y'</code></li>", html)  # nested under its failure
         self.assertIn("<strong>FAIL</strong>", html)
 
+    def test_cover_points_by_module(self):
+        cov = {"files": 2, "info": "c.info", "modules": {"tsr_epilogue": {"user": [1, 2]}},
+               "user": {"cov_rq_left": 4, "cov_ring_wrap": 0},
+               "user_module": {"cov_rq_left": "tsr_epilogue", "cov_ring_wrap": "tsr_top_sva"}}
+        md = report.markdown(self.RUN, [], [], True, cov, [], "PASS")
+        self.assertIn("| tsr_epilogue | - | - | 1/2 (50.0%) |", md)
+        self.assertLess(md.index("| tsr_epilogue | cov_rq_left | 4 |"), md.index("| tsr_top_sva | cov_ring_wrap | 0 |"))
+
     def test_junit(self):
         with tempfile.TemporaryDirectory() as d:
             path = pathlib.Path(d) / "junit.xml"

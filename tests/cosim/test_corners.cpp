@@ -1,0 +1,331 @@
+// Corner cases (docs/REGRESSION.md, "Corner cases"): GEMMs that reach every branch of the int8
+// numerics, and every descriptor and ring check at its limit, one below and one past. The golden
+// model is the reference for every byte; the cover points of tsr_epilogue, tsr_desc_check and
+// tsr_ctrl show that the stimulus got there.
+#include <catch2/catch.hpp>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "harness.hpp"
+#include "seed.hpp"
+
+using namespace tessera;
+using test::Mirror;
+using test::rtl;
+
+namespace {
+
+template <typename T>
+void put(Mirror& mx, uint64_t addr, const std::vector<T>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  mx.write(addr, bytes);
+}
+
+// The multipliers and values at the edges of int32 that the requantization treats apart.
+constexpr int32_t kMultipliers[] = {INT32_MIN, INT32_MAX, 0, 1, 1 << 30, -1, 0x5a5a5a5a};
+constexpr int32_t kExtremes[] = {INT32_MIN, INT32_MAX, 0, -1, 1, INT32_MIN + 1, INT32_MAX - 1};
+
+// An int8 GEMM whose columns take every shift from -31 to 31 (column c: -31 + c mod 63) and, in
+// turn, each multiplier above; bias and C_in at int32's extremes, so the sums wrap.
+Descriptor requant_gemm(Mirror& mx, std::mt19937_64& rng, uint32_t m, uint32_t k, int rotate, int8_t zp,
+                        int8_t lo, int8_t hi) {
+  const uint32_t n = 70;
+  Descriptor d = mx.gemm({.m = m, .n = n, .k = k, .int8 = true, .bias = true, .acc = true}, rng);
+  d.out_zp = zp, d.act_min = lo, d.act_max = hi;
+  std::vector<int32_t> mult(n), bias(n), cin(uint64_t{d.ldcin / 4} * m);
+  std::vector<int8_t> shift(n);
+  for (uint32_t c = 0; c < n; ++c) {
+    shift[c] = static_cast<int8_t>(spec::kShiftMin + static_cast<int>(c % 63));
+    mult[c] = kMultipliers[(c + rotate) % std::size(kMultipliers)];
+    bias[c] = kExtremes[(c * 3 + rotate) % std::size(kExtremes)];
+  }
+  for (uint64_t i = 0; i < cin.size(); ++i) cin[i] = kExtremes[(i * 5 + rotate) % std::size(kExtremes)];
+  put(mx, d.mult_addr, mult);
+  put(mx, d.shift_addr, shift);
+  put(mx, d.bias_addr, bias);
+  put(mx, d.cin_addr, cin);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("cosim corners: every shift and multiplier with extreme zero points and clamps", "[cosim][corners]") {
+  const uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl("default"));
+  const uint32_t k_max = mx.config().k_max;
+  // (zero point, act_min, act_max): the common case, zero points at both ends, clamps below zero,
+  // one value allowed, and clamps at one end of int8.
+  const struct {
+    int8_t zp, lo, hi;
+  } clamps[] = {{0, -128, 127}, {-128, -128, 127}, {127, -128, 127}, {-7, -100, -3},
+                {5, 20, 20},    {0, 127, 127},     {0, -128, -128}, {-1, -2, 3}};
+  std::vector<Descriptor> ds;
+  int rotate = 0;
+  for (const auto& c : clamps)
+    for (const uint32_t k : {1u, 37u}) ds.push_back(requant_gemm(mx, rng, 9, k, rotate++, c.zp, c.lo, c.hi));
+  // Sums of -128 * -128 at K = k_max on top of the extremes: the accumulator wraps.
+  Descriptor big = requant_gemm(mx, rng, 5, k_max, rotate++, 0, -128, 127);
+  std::vector<int8_t> a(uint64_t{big.lda} * big.m, -128), b(uint64_t{big.ldb} * big.k, -128);
+  put(mx, big.a_addr, a);
+  put(mx, big.b_addr, b);
+  ds.push_back(big);
+  mx.run(ds);
+}
+
+TEST_CASE("cosim corners: the doubling high multiply saturates", "[cosim][corners]") {
+  // INT32_MIN x INT32_MIN is the one product whose doubled high half overflows: acc << left is
+  // INT32_MIN with A = 0 and C_in = INT32_MIN (shift <= 0), or C_in = 2^(31 - s) shifted left by s.
+  std::mt19937_64 rng(31);
+  Mirror mx(rtl("default"));
+  const uint32_t m = 6, n = 40;
+  Descriptor d = mx.gemm({.m = m, .n = n, .k = 3, .int8 = true, .acc = true}, rng);
+  put(mx, d.a_addr, std::vector<int8_t>(uint64_t{d.lda} * m, 0));
+  std::vector<int32_t> mult(n, INT32_MIN), cin(uint64_t{d.ldcin / 4} * m);
+  std::vector<int8_t> shift(n);
+  for (uint32_t c = 0; c < n; ++c) shift[c] = static_cast<int8_t>(c % 2 ? -static_cast<int>(c % 32) : c % 32);
+  for (uint32_t r = 0; r < m; ++r)
+    for (uint32_t c = 0; c < n; ++c)
+      cin[uint64_t{r} * d.ldcin / 4 + c] =
+          shift[c] > 0 ? int32_t(uint32_t{1} << (31 - shift[c])) : r % 2 ? INT32_MIN : INT32_MIN + int32_t(r);
+  put(mx, d.mult_addr, mult);
+  put(mx, d.shift_addr, shift);
+  put(mx, d.cin_addr, cin);
+  d.out_zp = 3;
+  mx.run({d});
+}
+
+TEST_CASE("cosim corners: int32 results wrap at both ends", "[cosim][corners]") {
+  std::mt19937_64 rng(32);
+  Mirror mx(rtl("default"));
+  std::vector<Descriptor> ds;
+  for (int rotate = 0; rotate < 3; ++rotate) {
+    Descriptor d = mx.gemm({.m = 7, .n = 33, .k = mx.config().k_max, .bias = true, .acc = true}, rng);
+    const int8_t v = rotate == 0 ? -128 : 127;
+    put(mx, d.a_addr, std::vector<int8_t>(uint64_t{d.lda} * d.m, v));
+    put(mx, d.b_addr, std::vector<int8_t>(uint64_t{d.ldb} * d.k, rotate == 2 ? -128 : v));
+    std::vector<int32_t> bias(d.n), cin(uint64_t{d.ldcin / 4} * d.m);
+    for (uint32_t c = 0; c < d.n; ++c) bias[c] = kExtremes[(c + rotate) % std::size(kExtremes)];
+    for (uint64_t i = 0; i < cin.size(); ++i) cin[i] = kExtremes[(i * 3 + rotate) % std::size(kExtremes)];
+    put(mx, d.bias_addr, bias);
+    put(mx, d.cin_addr, cin);
+    ds.push_back(d);
+  }
+  mx.run(ds);
+}
+
+// ---------------------------------------------------------------- descriptor checks at their limits
+
+namespace {
+
+// Runs one descriptor: it completes (bit-exact with the golden model) or faults with `code`, and
+// `addr` where given; after a fault the engine is reset for the next case.
+void expect(Mirror& mx, const std::string& what, const Descriptor& d, spec::ErrorCode code = spec::ErrorCode::kNone,
+            std::optional<uint64_t> addr = {}) {
+  INFO(what);
+  const Fault f = mx.run({d});
+  CHECK(f.code == code);
+  if (addr) CHECK(f.addr == *addr);
+  if (f) mx.device().soft_reset();
+}
+
+}  // namespace
+
+TEST_CASE("cosim errors: every dimension at its limit with one below and one past", "[cosim][errors][corners]") {
+  using spec::ErrorCode;
+  std::mt19937_64 rng(33);
+  Mirror mx(rtl("default"));
+  const EngineConfig& cfg = mx.config();
+  const uint32_t dim = spec::kDimMax;
+  for (const uint32_t k : {cfg.k_max - 1, cfg.k_max}) expect(mx, fmt::format("K = {}", k), mx.gemm({.m = 3, .n = 5, .k = k}, rng));
+  Descriptor d = mx.gemm({.m = 3, .n = 5, .k = cfg.k_max}, rng);
+  d.k = cfg.k_max + 1;
+  expect(mx, "K = k_max + 1", d, ErrorCode::kDim);
+  // M and N at 65535: one row (or column) of one product per output element.
+  for (const uint32_t v : {dim - 1, dim}) {
+    expect(mx, fmt::format("M = {}", v), mx.gemm({.m = v, .n = 1, .k = 1, .int8 = true}, rng));
+    expect(mx, fmt::format("N = {}", v), mx.gemm({.m = 1, .n = v, .k = 1, .bias = true}, rng));
+  }
+  Descriptor tall = mx.gemm({.m = dim, .n = 1, .k = 1}, rng), wide = mx.gemm({.m = 1, .n = dim, .k = 1}, rng);
+  tall.m = dim + 1, wide.n = dim + 1;
+  expect(mx, "M = 65536 (the low 16 bits are 0)", tall, ErrorCode::kDim);
+  expect(mx, "N = 65536", wide, ErrorCode::kDim);
+  for (const char* which : {"M", "N", "K"}) {
+    Descriptor z = mx.gemm({.m = 2, .n = 2, .k = 2}, rng);
+    (which[0] == 'M' ? z.m : which[0] == 'N' ? z.n : z.k) = 0;
+    expect(mx, fmt::format("{} = 0", which), z, ErrorCode::kDim);
+  }
+  // BF16 halves K; FOLD takes half the rows and half of K.
+  if (cfg.bf16) {
+    expect(mx, "BF16 K = k_max / 2", mx.gemm({.m = 2, .n = 3, .k = cfg.k_max / 2, .bf16 = true}, rng));
+    Descriptor b = mx.gemm({.m = 2, .n = 3, .k = cfg.k_max / 2, .bf16 = true}, rng);
+    b.k = cfg.k_max / 2 + 1;
+    expect(mx, "BF16 K = k_max / 2 + 1", b, ErrorCode::kDim);
+  }
+  if (cfg.fold) {
+    expect(mx, "FOLD M = rows / 2, K = k_max / 2", mx.gemm({.m = cfg.rows / 2, .n = 40, .k = cfg.k_max / 2, .fold = true}, rng));
+    Descriptor f = mx.gemm({.m = cfg.rows / 2, .n = 40, .k = cfg.k_max / 2, .fold = true}, rng);
+    f.k = cfg.k_max / 2 + 1;
+    expect(mx, "FOLD K = k_max / 2 + 1", f, ErrorCode::kDim);
+  }
+}
+
+TEST_CASE("cosim errors: every stride and quantization parameter at its limit", "[cosim][errors][corners]") {
+  using spec::ErrorCode;
+  std::mt19937_64 rng(34);
+  Mirror mx(rtl("default"));
+  const uint32_t al = spec::kAlignBytes;
+  // A row that fills its stride exactly (the limit), one element short of it, and one past it (the
+  // stride one alignment unit short).
+  for (const uint32_t v : {al - 1, al}) {
+    expect(mx, fmt::format("lda for K = {}", v), mx.gemm({.m = 3, .n = 5, .k = v}, rng));
+    expect(mx, fmt::format("ldb for N = {}", v), mx.gemm({.m = 3, .n = v, .k = 5, .int8 = true}, rng));
+    expect(mx, fmt::format("ldc, ldcin for N = {}", v / 4),
+           mx.gemm({.m = 3, .n = v / 4, .k = 5, .acc = true}, rng));
+  }
+  Descriptor d = mx.gemm({.m = 3, .n = 5, .k = al + 1}, rng);
+  d.lda = al;
+  expect(mx, "lda one row short", d, ErrorCode::kStride, al);
+  d = mx.gemm({.m = 3, .n = al + 1, .k = 5, .int8 = true}, rng);
+  d.ldb = al;
+  expect(mx, "ldb one row short", d, ErrorCode::kStride, al);
+  d = mx.gemm({.m = 3, .n = al / 4 + 1, .k = 5}, rng);
+  d.ldc = al;
+  expect(mx, "ldc one int32 short", d, ErrorCode::kStride, al);
+  d = mx.gemm({.m = 3, .n = al + 1, .k = 5, .int8 = true}, rng);
+  d.ldc = al;
+  expect(mx, "ldc one int8 short", d, ErrorCode::kStride, al);
+  d = mx.gemm({.m = 3, .n = al / 4 + 1, .k = 5, .acc = true}, rng);
+  d.ldcin = al;
+  expect(mx, "ldcin one int32 short", d, ErrorCode::kStride, al);
+  d = mx.gemm({.m = 3, .n = al / 4 + 1, .k = 5}, rng);
+  d.ldcin = al;
+  expect(mx, "ldcin short without C_in: not checked", d);
+  if (mx.config().bf16) {
+    d = mx.gemm({.m = 3, .n = 5, .k = al / 2 + 1, .bf16 = true}, rng);
+    d.lda = al;
+    expect(mx, "BF16 lda one row short", d, ErrorCode::kStride, al);
+    d = mx.gemm({.m = 3, .n = al / 2 + 1, .k = 5, .bf16 = true}, rng);
+    d.ldb = al;
+    expect(mx, "BF16 ldb one row short", d, ErrorCode::kStride, al);
+    d = mx.gemm({.m = 3, .n = al / 2 + 1, .k = 5, .bf16 = true, .bf16_out = true}, rng);
+    d.ldc = al;
+    expect(mx, "bf16 ldc one row short", d, ErrorCode::kStride, al);
+    expect(mx, "bf16 ldc at the row", mx.gemm({.m = 3, .n = al / 2, .k = 5, .bf16 = true, .bf16_out = true}, rng));
+  }
+  // act_min against act_max: equal, one apart either way; at both ends of int8.
+  for (const auto& [lo, hi] : {std::pair{4, 4}, {3, 4}, {-128, -128}, {127, 127}, {-128, 127}}) {
+    d = mx.gemm({.m = 4, .n = 9, .k = 6, .int8 = true}, rng);
+    d.act_min = static_cast<int8_t>(lo), d.act_max = static_cast<int8_t>(hi);
+    expect(mx, fmt::format("act_min {} act_max {}", lo, hi), d);
+  }
+  for (const auto& [lo, hi] : {std::pair{5, 4}, {127, -128}, {-127, -128}}) {
+    d = mx.gemm({.m = 4, .n = 9, .k = 6, .int8 = true}, rng);
+    d.act_min = static_cast<int8_t>(lo), d.act_max = static_cast<int8_t>(hi);
+    expect(mx, fmt::format("act_min {} act_max {}", lo, hi), d, ErrorCode::kParam);
+  }
+  // Shifts: -31 and 31 run, -32 and 32 are named by their address, in any column.
+  for (const int s : {spec::kShiftMin - 1, spec::kShiftMin, spec::kShiftMax, spec::kShiftMax + 1}) {
+    d = mx.gemm({.m = 4, .n = 21, .k = 6, .int8 = true}, rng);
+    const int8_t v = static_cast<int8_t>(s);
+    mx.write(d.shift_addr + 20, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&v), 1));
+    const bool bad = s < spec::kShiftMin || s > spec::kShiftMax;
+    expect(mx, fmt::format("shift {} in the last column", s), d, bad ? ErrorCode::kParam : ErrorCode::kNone,
+           bad ? std::optional<uint64_t>(d.shift_addr + 20) : std::nullopt);
+  }
+}
+
+TEST_CASE("cosim errors: every address and stride misaligned or out of range", "[cosim][errors][corners]") {
+  using spec::ErrorCode;
+  std::mt19937_64 rng(35);
+  Mirror mx(rtl("default"));
+  const uint32_t al = spec::kAlignBytes;
+  // Every field the engine checks, in its order (an int8 GEMM with bias and C_in uses them all).
+  struct Field {
+    const char* name;
+    uint64_t Descriptor::*addr;
+    uint32_t Descriptor::*stride;
+  };
+  const Field fields[] = {{"a_addr", &Descriptor::a_addr, nullptr},       {"lda", nullptr, &Descriptor::lda},
+                          {"b_addr", &Descriptor::b_addr, nullptr},       {"ldb", nullptr, &Descriptor::ldb},
+                          {"c_addr", &Descriptor::c_addr, nullptr},       {"ldc", nullptr, &Descriptor::ldc},
+                          {"cin_addr", &Descriptor::cin_addr, nullptr},   {"ldcin", nullptr, &Descriptor::ldcin},
+                          {"bias_addr", &Descriptor::bias_addr, nullptr}, {"mult_addr", &Descriptor::mult_addr, nullptr},
+                          {"shift_addr", &Descriptor::shift_addr, nullptr}};
+  auto full = [&] { return mx.gemm({.m = 5, .n = 6, .k = 7, .int8 = true, .bias = true, .acc = true}, rng); };
+  for (const Field& f : fields)
+    for (const uint32_t off : {1u, al / 2, al - 1}) {
+      Descriptor d = full();
+      uint64_t value = 0;
+      if (f.addr) value = d.*f.addr += off;
+      else value = d.*f.stride += off;
+      expect(mx, fmt::format("{} + {}", f.name, off), d, ErrorCode::kAlign, value);
+    }
+  // Two misaligned: the first in the engine's order is named.
+  Descriptor two = full();
+  two.c_addr += 8, two.ldb += 8;
+  expect(mx, "ldb and c_addr misaligned", two, ErrorCode::kAlign, two.ldb);
+  two = full();
+  two.shift_addr += 1, two.bias_addr += 2;
+  expect(mx, "bias_addr and shift_addr misaligned", two, ErrorCode::kAlign, two.bias_addr);
+  // Fields a GEMM does not use are not checked: C_in without ACCUMULATE, bias without BIAS, the
+  // requantization tables of an int32 GEMM.
+  Descriptor plain = mx.gemm({.m = 5, .n = 6, .k = 7}, rng);
+  plain.cin_addr = 0x1001, plain.ldcin = 3, plain.bias_addr = (uint64_t{1} << 40) + 1;
+  plain.mult_addr = 0x2002, plain.shift_addr = uint64_t{1} << 33;
+  expect(mx, "unused fields misaligned and out of range", plain);
+  // Out of the engine's 32-bit addresses: 2^32 is named; 2^32 - 64, the last aligned address
+  // within them, passes the check and the access then fails on the bus (no memory there). One
+  // row of A and of C: a second would wrap to address 0.
+  const uint64_t limit = uint64_t{1} << mx.config().addr_bits;
+  for (const Field& f : fields) {
+    if (!f.addr) continue;
+    Descriptor d = full();
+    d.*f.addr = limit;
+    expect(mx, fmt::format("{} = 2^32", f.name), d, ErrorCode::kAddr, limit);
+    d = mx.gemm({.m = 1, .n = 6, .k = 7, .int8 = true, .bias = true, .acc = true}, rng);
+    d.*f.addr = limit - al;
+    expect(mx, fmt::format("{} = 2^32 - 64", f.name), d, f.addr == &Descriptor::c_addr ? ErrorCode::kAxiWr : ErrorCode::kAxiRd);
+  }
+}
+
+TEST_CASE("cosim errors: the ring's size and base and tail at their limits", "[cosim][errors][corners]") {
+  std::mt19937_64 rng(36);
+  Mirror mx(rtl("default"));
+  auto& dev = mx.device();
+  auto& csr = dev.backend();
+  // The ring as the engine sees it after `set_up` (on top of the driver's ring of 256), with the
+  // tail moved to `tail`: ERR_RING naming `value`.
+  auto bad_ring = [&](const std::string& what, uint32_t tail, uint64_t value, const std::function<void()>& set_up) {
+    INFO(what);
+    set_up();
+    csr.csr_write(spec::csr::RING_TAIL, tail);
+    CHECK(csr.wait_irq(100000));
+    CHECK(csr.csr_read(spec::csr::ERR_CODE) == static_cast<uint32_t>(spec::ErrorCode::kRing));
+    CHECK((uint64_t{csr.csr_read(spec::csr::ERR_ADDR_HI)} << 32 | csr.csr_read(spec::csr::ERR_ADDR_LO)) == value);
+    dev.soft_reset();
+  };
+  const uint32_t max = spec::kRingMaxEntries, slots = driver::Device::kRingEntries;
+  for (const uint32_t size : {max * 2, max + 1, max - 1, 0u, 3u})
+    bad_ring(fmt::format("size {}", size), 1, size, [&] { csr.csr_write(spec::csr::RING_SIZE, size); });
+  bad_ring("tail at the size", slots, slots, [] {});
+  bad_ring("tail past the size", slots + 1, slots + 1, [] {});
+  const uint64_t base = uint64_t{csr.csr_read(spec::csr::RING_BASE_HI)} << 32 | csr.csr_read(spec::csr::RING_BASE_LO);
+  bad_ring("base off its descriptor slots", 1, base + spec::kDescBytes / 2,
+           [&] { csr.csr_write(spec::csr::RING_BASE_LO, static_cast<uint32_t>(base + spec::kDescBytes / 2)); });
+  bad_ring("base at 2^32", 1, base | uint64_t{1} << 32, [&] { csr.csr_write(spec::csr::RING_BASE_HI, 1); });
+  // At their limits they run: the largest ring (one descriptor, in slot 0) and the last slot.
+  csr.csr_write(spec::csr::RING_SIZE, max);
+  mx.run({mx.gemm({.m = 3, .n = 4, .k = 5, .int8 = true}, rng)});
+  dev.soft_reset();
+  std::vector<Descriptor> fill;
+  for (uint32_t i = 0; i + 1 < slots; ++i) fill.push_back(mx.gemm({.m = 1, .n = 1, .k = 1}, rng));
+  mx.run(fill);  // the tail ends at slots - 1, then wraps to 0 with the next
+  mx.run({mx.gemm({.m = 2, .n = 3, .k = 4}, rng)});
+}
