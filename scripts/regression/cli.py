@@ -19,6 +19,7 @@ def parse_args(doc, argv=None):
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, help="random-GEMM seeds per preset")
     seeds.add_argument("--seed", type=int, help="run the random GEMMs with this seed only (reproduces a failure)")
+    ap.add_argument("--seed-base", type=int, help="with --seeds N: the seeds B, B+1, ... B+N-1 instead of drawn ones")
     ap.add_argument("--presets", help="comma-separated presets (overrides the mode's)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build-regress")
@@ -52,7 +53,7 @@ def parse_args(doc, argv=None):
         args.seed_list = [args.seed]
     else:
         n = args.seeds if args.seeds is not None else (20 if args.full else 4)
-        base = random.SystemRandom().randrange(1 << 31)
+        base = args.seed_base if args.seed_base is not None else random.SystemRandom().randrange(1 << 31)
         args.seed_list = [base + i for i in range(n)]
     args.out = args.report or (args.build / "regress-report")
     args.cycles_baseline = ROOT / "tests/baselines/cycles.json"

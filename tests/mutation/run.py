@@ -15,44 +15,22 @@ failure that names a wrong write, an assertion or the counters: that is the catc
 would only take time.
 """
 import argparse
-import os
 import pathlib
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# The scoreboard's first wrong AXI write, a replay's first wrong byte with its output element, the
-# RTL assertion that failed, or the device's action counters next to the golden model's.
-NAMED_FAILURE = re.compile(r"write to 0x[0-9a-f]+: expected 0x[0-9a-f]+, got 0x[0-9a-f]+.*|"
-                         r"unexpected write of 0x[0-9a-f]+ to 0x[0-9a-f]+.*|"
-                         r"byte 0x[0-9a-f]+ is 0x[0-9a-f]+, expected 0x[0-9a-f]+; it belongs to C\[.*|"
-                         r"RTL assertion \S+ failed.*|"
-                         r"counted actions .*; golden model .*")
-PROGRESS_FAIL = re.compile(r"^\[\d+/\d+\] FAIL ")
+sys.path.insert(0, str(ROOT / "scripts"))
+from regression.mutation import NAMED_FAILURE, PROGRESS_FAIL, configure, regression  # noqa: E402
 
 
-def regression(cmd):
-    """Runs the regression and returns (caught, named failure, output). It is stopped, with its jobs,
-    once a failing job's cause (the line under its FAIL) names the first wrong write, assertion or
-    counters."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines, cause_next = [], False
-    for line in proc.stdout:
-        lines.append(line)
-        named = NAMED_FAILURE.search(line) if cause_next else None
-        if named:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True, named, "".join(lines)
-        cause_next = PROGRESS_FAIL.match(line) is not None
-    proc.wait()
-    out = "".join(lines)
-    return proc.returncode == 1 and "regression: FAIL" in out, NAMED_FAILURE.search(out), out
+def named_cause(line, previous):
+    """The catch: the line under a failing job's FAIL line, where it names the first wrong write,
+    the assertion or the counters."""
+    return NAMED_FAILURE.search(line) if PROGRESS_FAIL.match(previous) else None
 
 
 def main():
@@ -84,17 +62,19 @@ def main():
             results.append(False)
             continue
         path.write_text(text.replace(mut["find"], mut["replace"]))
-        for cmd in (["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja", f"-DTESSERA_RTL_DIR={rtl}",
-                     "-DTESSERA_RTL_PRESETS=small", "-DTESSERA_WITH_CUDA=OFF"],
-                    ["cmake", "--build", str(build), "-j", str(args.jobs), "--target", "tessera-sim"]):
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"mutation {mut['name']}: building the mutant failed:\n{(r.stdout + r.stderr)[-3000:]}")
+        log = []
+        r = subprocess.run(["cmake", "--build", str(build), "-j", str(args.jobs), "--target", "tessera-sim"],
+                           capture_output=True, text=True) if configure(rtl, build, log) else None
+        if r is None or r.returncode != 0:
+            out = "".join(log) if r is None else r.stdout + r.stderr
+            sys.exit(f"mutation {mut['name']}: building the mutant failed:\n{out[-3000:]}")
         report = args.work / f"report_{mut['name']}"
         caught, named, out = regression(
             [str(ROOT / "scripts/regress"), "--quick", "--no-build", "--host", str(args.build), "--build", str(build),
              "--sim", str(build / "sim/platform/tessera-sim"), "--skip", "lint,equiv,synth,coverage", "--no-waves",
-             "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report), "--junit", str(report / "junit.xml")])
+             "--seeds", "2", "--jobs", str(args.jobs), "--report", str(report), "--junit", str(report / "junit.xml")],
+            named_cause)
+        named = named or NAMED_FAILURE.search(out)
         ok = caught and named is not None
         print(f"{'ok  ' if ok else 'FAIL'} {mut['name']} ({mut['description']}): regression "
               f"{'failed' if caught else 'PASSED'} in {time.monotonic() - t0:.0f} s"
