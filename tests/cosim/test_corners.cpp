@@ -1,9 +1,9 @@
 // Corner cases (docs/REGRESSION.md, "Corner cases"): GEMMs that reach every branch of the int8
 // numerics, and every descriptor and ring check at its limit, one below and one past. The golden
-// model is the reference for every byte; the cover points of tsr_epilogue, tsr_desc_check and
-// tsr_ctrl show that the stimulus got there.
+// model is the reference for every byte; the cover points in tsr_epilogue and tsr_ctrl_sva show
+// that the stimulus got there (rtl/testplan.toml).
 #include <catch2/catch.hpp>
-#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
