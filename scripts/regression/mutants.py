@@ -219,7 +219,7 @@ def mutants_of(name, text):
     statement = []          # indices of the current statement's tokens at depth 0
     declaration = False
     assigned = False        # the statement's assignment operator seen
-    header_close = {}       # index of a header's closing paren -> True
+    header_close = set()    # where a header's closing paren is
     i = 0
     while i < len(tokens):
         t = tokens[i]
@@ -234,11 +234,12 @@ def mutants_of(name, text):
             statement.append(i)
         if t.text in ("(", "[", "{"):
             if t.text == "(" and i > 0 and tokens[i - 1].text in HEADER:
-                header_close[matching(tokens, i)] = True
+                header_close.add(matching(tokens, i))
             depth += 1
         elif t.text in (")", "]", "}"):
             depth -= 1
-            if depth == 0 and header_close.pop(i, False):
+            if depth == 0 and i in header_close:
+                header_close.discard(i)
                 statement, assigned = [], False  # the statement after the header starts fresh
                 declaration = False
                 i += 1
@@ -285,8 +286,7 @@ def mutants_of(name, text):
             semi = next(k for k in range(i + 2, len(tokens)) if tokens[k].text == ";")
             rhs_start, rhs_end = tokens[i + 2].start, tokens[semi - 1].end
             for value in ("'0", "'1") if semi > i + 3 or tokens[i + 2].kind != "number" else ():
-                out.append(Mutant(name, module, text.count("\n", 0, rhs_start) + 1, rhs_start, rhs_end,
-                                      text[rhs_start:rhs_end], value, "stuck"))
+                add(rhs_start, rhs_end, value, "stuck")
         if depth == 0 and (t.text in STATEMENT_START or (t.text == ":" and not assigned)):
             statement, assigned, declaration = [], False, False
             if t.text != ":" and i + 2 < len(tokens) and tokens[i + 1].text == ":" and tokens[i + 2].kind == "ident":
