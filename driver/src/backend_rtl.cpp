@@ -54,6 +54,7 @@ class RtlBackend final : public Backend {
                                      "--mem-bytes-per-cycle", std::to_string(o.mem.bytes_per_cycle),
                                      "--mem-max-reads", std::to_string(o.mem.max_reads),
                                      "--mem-max-writes", std::to_string(o.mem.max_writes)};
+    if (o.mem.w_first) args.push_back("--mem-w-first");
     if (spec.options.count("slverr")) args.insert(args.end(), {"--slverr", spec.options.at("slverr")});
     if (o.fault) args.insert(args.end(), {"--fault", o.fault.str(), "--seed", std::to_string(o.seed)});
     if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
@@ -174,7 +175,7 @@ class RtlBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_rtl_backend(const DeviceSpec& spec) {
-  const SimOptions o = SimOptions::parse(spec, {"slverr", "trace", "scoreboard"});
+  const SimOptions o = SimOptions::parse(spec, {"mem_w_first", "slverr", "trace", "scoreboard"});
   return std::make_unique<RtlBackend>(spec, o);
 }
 

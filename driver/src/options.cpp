@@ -42,6 +42,7 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   o.mem.bytes_per_cycle = u32("mem_bytes_per_cycle", o.mem.bytes_per_cycle, 1, 1024);
   o.mem.max_reads = u32("mem_max_reads", o.mem.max_reads, 1, 256);
   o.mem.max_writes = u32("mem_max_writes", o.mem.max_writes, 1, 256);
+  o.mem.w_first = u32("mem_w_first", 0, 0, 1) != 0;  // rtl only: the model's memory takes data after
   o.seed = option_number(spec, "seed", o.seed, 0, UINT64_MAX);
   if (spec.options.count("fault")) {
     try {
@@ -62,7 +63,7 @@ SimulatedDevice describe_simulated(const DeviceSpec& spec) {
     throw UsageError(fmt::format("device '{}': only a simulated device (model, rtl) is known before it is opened",
                                  spec.str()));
   // The options each backend and the device itself accept (make_model_backend, make_rtl_backend).
-  const SimOptions o = SimOptions::parse(spec, spec.kind == "rtl" ? std::set<std::string>{"slverr", "trace", "scoreboard"}
+  const SimOptions o = SimOptions::parse(spec, spec.kind == "rtl" ? std::set<std::string>{"mem_w_first", "slverr", "trace", "scoreboard"}
                                                                   : std::set<std::string>{});
   SimulatedDevice d{EngineConfig::from_preset(EngineConfig::preset(o.preset)), o.mem, 0};
   if (spec.option("dataflow", "auto") == "classic") d.engine.fold = false;

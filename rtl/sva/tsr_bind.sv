@@ -21,5 +21,7 @@ bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)
 
 bind tsr_ctrl tsr_ctrl_sva #(.KMax(KMax), .Bf16(Bf16)) u_sva (
   .clk_i, .check(state_q == CCheck), .desc, .chk_code(chk_code_q), .chk_addr(chk_addr_q), .error_now, .error_code,
-  .fetch(state_q == CIdle && state_d == CFetch), .ring_size(ring_size_i), .ring_tail(ring_tail_i)
+  .fetch(state_q == CIdle && state_d == CFetch), .ring_size(ring_size_i), .ring_tail(ring_tail_i),
+  .reset_draining(state_q == CReset && !drained),
+  .clear_unsafe(clear_q && enable_i && head_q != ring_tail_i && ring_bad)
 );

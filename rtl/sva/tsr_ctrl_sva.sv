@@ -1,7 +1,7 @@
 // Cover points of the controller's checks at their limits (simulation only, bound into tsr_ctrl by
 // tsr_bind.sv; rtl/testplan.toml maps them onto testpoints): each dimension, clamp, stride,
 // alignment and address range just inside its limit (the descriptor runs) and just past it (the
-// check raises its error), and the ring's size and tail likewise.
+// check raises its error), and the ring's size and tail likewise; a soft reset's drain and clear.
 module tsr_ctrl_sva #(
   parameter int unsigned KMax = 4096,
   parameter bit          Bf16 = 1'b0,
@@ -17,7 +17,9 @@ module tsr_ctrl_sva #(
   input logic [7:0]     error_code,
   input logic           fetch,       // a descriptor is fetched from the ring
   input logic [31:0]    ring_size,
-  input logic [31:0]    ring_tail
+  input logic [31:0]    ring_tail,
+  input logic           reset_draining,  // a soft reset waits for bursts in flight
+  input logic           clear_unsafe     // the clear lands with ENABLE set, work pending and the ring bad
 );
   logic ok, int8, bf16;
   logic [31:0] k_max;
@@ -71,4 +73,6 @@ module tsr_ctrl_sva #(
                                       ring_size > tsr_pkg::RING_MAX_ENTRIES);
   cov_ring_tail_at_size: cover property (@(posedge clk_i) error_now && error_code == tsr_pkg::ERR_RING &&
                                          ring_tail == ring_size);
+  cov_reset_draining: cover property (@(posedge clk_i) reset_draining);
+  cov_reset_clear_ring_bad: cover property (@(posedge clk_i) clear_unsafe);
 endmodule

@@ -180,6 +180,9 @@ module tsr_top_sva #(
   cov_axi_ar_stall: cover property (@(posedge clk_i) m_axi_arvalid_o && !m_axi_arready_i);
   cov_axi_aw_stall: cover property (@(posedge clk_i) m_axi_awvalid_o && !m_axi_awready_i);
   cov_axi_w_stall:  cover property (@(posedge clk_i) m_axi_wvalid_o && !m_axi_wready_i);
+  // write data taken while its burst's address waits (a memory that takes W first, as AXI allows)
+  cov_axi_w_before_aw: cover property (@(posedge clk_i) m_axi_wvalid_o && m_axi_wready_i &&
+                                       m_axi_awvalid_o && !m_axi_awready_i);
   cov_axi_r_gap:    cover property (@(posedge clk_i) cov_reads_q != 0 && !m_axi_rvalid_i);
   // Every place of the read master's burst tracker in use: the depth that hides the memory's latency.
   cov_reads_all_in_flight: cover property (@(posedge clk_i) cov_reads_q == 16'(MaxReads));

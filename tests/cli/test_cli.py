@@ -105,6 +105,8 @@ for args, needle in [
     (("gemm", "--device", "gpu9", "--m", "4", "--n", "4", "--k", "4"), "unknown device"),
     (("gemm", "--device", "model?preset=huge", "--m", "4", "--n", "4", "--k", "4"), "preset"),
     (("gemm", "--device", "model?colour=red", "--m", "4", "--n", "4", "--k", "4"), "unknown option"),
+    (("gemm", "--device", "model?mem_w_first=1", "--m", "4", "--n", "4", "--k", "4"), "unknown option"),
+    (("gemm", "--device", "rtl?preset=small&mem_w_first=2", "--m", "4", "--n", "4", "--k", "4"), "mem_w_first"),
     (("gemm", "--device", "model", "--m", "four", "--n", "4", "--k", "4"), "--m"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--relu"), "--relu"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--bogus"), "bogus"),

@@ -31,6 +31,7 @@ class Mirror {
 
   driver::Device& device() { return dev_; }
   const EngineConfig& config() const { return cfg_; }
+  const MemoryModelConfig& memory() const { return mem_; }
   Memory& host() { return host_; }
 
   uint64_t alloc(uint64_t bytes);
@@ -48,11 +49,12 @@ class Mirror {
 
  private:
   // The action counters the engine counted for `descs` against the golden model's closed form and
-  // the timing model.
+  // the timing model; its busy cycles against the timing model's.
   void check_counted_actions(const std::vector<Descriptor>& descs, const driver::Counters& got) const;
 
   driver::Device dev_;
   EngineConfig cfg_;
+  MemoryModelConfig mem_;  // the device's memory system, as the timing model takes it
   Memory host_;
   std::map<uint64_t, driver::Buffer> bufs_;
 };

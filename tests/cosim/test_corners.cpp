@@ -1,7 +1,9 @@
 // Corner cases (docs/REGRESSION.md, "Corner cases"): GEMMs that reach every branch of the int8
-// numerics, and every descriptor and ring check at its limit, one below and one past. The golden
-// model is the reference for every byte; the cover points in tsr_epilogue and tsr_ctrl_sva show
-// that the stimulus got there (rtl/testplan.toml).
+// numerics, every descriptor and ring check at its limit, one below and one past, soft resets in
+// the middle of work, BF16 sums at the bottom of fp32's range, and the points where the schedule
+// changes. The golden model is the reference for every byte and the timing model for the busy
+// counter; the cover points in tsr_epilogue and tsr_ctrl_sva show that the stimulus got there
+// (rtl/testplan.toml).
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
@@ -328,4 +330,160 @@ TEST_CASE("cosim errors: the ring's size and base and tail at their limits", "[c
   for (uint32_t i = 0; i + 1 < slots; ++i) fill.push_back(mx.gemm({.m = 1, .n = 1, .k = 1}, rng));
   mx.run(fill);  // the tail ends at slots - 1, then wraps to 0 with the next
   mx.run({mx.gemm({.m = 2, .n = 3, .k = 4}, rng)});
+}
+
+// ---------------------------------------------------------------- soft reset
+
+namespace {
+
+// Writes CTRL with SOFT_RESET (and ENABLE where `enable`) and steps the engine until RESETTING
+// clears. While the engine is busy RESETTING must show: a driver that saw it clear early would set
+// up the ring while the clear was still to land.
+void soft_reset_watched(driver::Backend& csr, bool enable) {
+  csr.csr_write(spec::csr::CTRL, spec::csr::CTRL_SOFT_RESET_MASK | (enable ? spec::csr::CTRL_ENABLE_MASK : 0));
+  uint32_t status = 0;
+  for (int i = 0; i < 100000; ++i) {
+    status = csr.csr_read(spec::csr::STATUS);
+    INFO("STATUS " << status << " after " << i << " polls");
+    REQUIRE(!((status & spec::csr::STATUS_BUSY_MASK) && !(status & spec::csr::STATUS_RESETTING_MASK)));
+    if (!(status & spec::csr::STATUS_RESETTING_MASK)) break;
+    csr.advance(1);
+  }
+  CHECK(status == 0);  // neither busy, halted nor resetting
+  CHECK(csr.csr_read(spec::csr::ERR_CODE) == static_cast<uint32_t>(spec::ErrorCode::kNone));
+  CHECK(csr.csr_read(spec::csr::IRQ_STATUS) == 0);
+  CHECK(csr.csr_read(spec::csr::RING_HEAD) == 0);
+  CHECK(csr.csr_read(spec::csr::RING_TAIL) == 0);
+  CHECK(csr.csr_read(spec::csr::COMPLETED) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cosim corners: a soft reset in the middle of a GEMM drains and clears the engine", "[cosim][corners]") {
+  // Reset at points from the first reads to deep into the GEMM, with operands, tokens in the array
+  // and rows for the store in flight; after each, a GEMM runs and every buffer is compared (a stale
+  // write of the reset GEMM's would show there).
+  std::mt19937_64 rng(37);
+  Mirror mx(rtl("default"));
+  auto& dev = mx.device();
+  auto& csr = dev.backend();
+  for (const double part : {0.003, 0.01, 0.03, 0.1, 0.3, 0.6, 0.95}) {
+    const Descriptor big = mx.gemm({.m = 40, .n = 70, .k = 300, .int8 = true, .bias = true, .acc = true}, rng);
+    const uint64_t at = static_cast<uint64_t>(part * double(estimate(big, mx.config(), mx.memory()).cycles));
+    INFO("soft reset " << at << " cycles into the GEMM");
+    dev.submit(std::span<const Descriptor>(&big, 1));
+    csr.advance(at);
+    REQUIRE((csr.csr_read(spec::csr::STATUS) & spec::csr::STATUS_BUSY_MASK) != 0);
+    const driver::Counters before = dev.counters();
+    soft_reset_watched(csr, false);
+    const driver::Counters c = dev.counters();
+    if (part >= 0.3) {  // by then every counter the reset clears had counted, but STALL and MACS (at completion)
+      CHECK(before.busy_cycles != 0);
+      CHECK(before.read_bytes != 0);
+      CHECK(before.write_bytes != 0);
+      CHECK(before.steps != 0);
+      CHECK(before.tiles != 0);
+      CHECK(before.descs != 0);
+      CHECK(before.spad_read_bytes != 0);
+    }
+    CHECK(c.busy_cycles == 0);
+    CHECK(c.stall_cycles == 0);
+    CHECK(c.macs == 0);
+    CHECK(c.read_bytes == 0);
+    CHECK(c.write_bytes == 0);
+    CHECK(c.steps == 0);
+    CHECK(c.tiles == 0);
+    CHECK(c.descs == 0);
+    CHECK(c.spad_read_bytes == 0);
+    // C as the reset left it: some tiles may have landed (docs/ENGINE.md).
+    std::vector<uint8_t> c_now(uint64_t{big.m} * big.ldc);
+    csr.mem_read(big.c_addr, c_now);
+    mx.host().write(big.c_addr, c_now);
+    dev.soft_reset();
+    mx.run({mx.gemm({.m = 9, .n = 20, .k = 33, .int8 = true}, rng)});
+  }
+}
+
+TEST_CASE("cosim corners: a soft reset that keeps ENABLE after a ring error comes back idle", "[cosim][corners]") {
+  // The clear lands while the ring is still bad and the tail not yet zeroed: that must not raise
+  // the ring error again.
+  std::mt19937_64 rng(38);
+  Mirror mx(rtl("default"));
+  auto& dev = mx.device();
+  auto& csr = dev.backend();
+  csr.csr_write(spec::csr::RING_SIZE, 3);
+  const Descriptor d = mx.gemm({.m = 2, .n = 3, .k = 4}, rng);
+  CHECK_THROWS_AS(dev.wait(dev.submit(std::span<const Descriptor>(&d, 1))), driver::EngineFault);
+  soft_reset_watched(csr, true);
+  dev.soft_reset();
+  mx.run({mx.gemm({.m = 5, .n = 6, .k = 7, .int8 = true}, rng)});
+}
+
+// ---------------------------------------------------------------- BF16 near fp32's smallest
+
+TEST_CASE("cosim corners: BF16 sums near fp32's smallest normal plus zero and subnormal bias and C_in",
+          "[cosim][corners][bf16]") {
+  // Products of operands from 2^-64 to 2^-52 lie from 2^-128 to 2^-104, down to where fp32's last
+  // place is 2^-149: an addend of zero or a subnormal wrongly given a value would show in their low
+  // bits. Bias and C_in: zeros of both signs and subnormals. Then sums of zero plus a C_in just above
+  // the smallest normal with its last bit set, plus a zero bias: there even half of 2^-149 would
+  // round the sum up.
+  const uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl("small"));
+  REQUIRE(mx.config().bf16);
+  std::uniform_int_distribution<uint32_t> mantissa(0, 127), exponent(127 - 64, 127 - 52), sign(0, 1);
+  const auto tiny_bf16 = [&] { return sign(rng) << 15 | exponent(rng) << 7 | mantissa(rng); };
+  const uint32_t zeros_and_subnormals[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u};
+  uint32_t i = 0;
+  const auto addend = [&] { return zeros_and_subnormals[i++ % std::size(zeros_and_subnormals)]; };
+  std::vector<Descriptor> descs;
+  for (const bool bf16_out : {false, true}) {
+    Descriptor d = mx.gemm({.m = 6, .n = 9, .k = 21, .bias = true, .acc = true, .bf16 = true, .bf16_out = bf16_out}, rng);
+    mx.fill_values(d.a_addr, uint64_t{d.m} * d.lda, 2, tiny_bf16);
+    mx.fill_values(d.b_addr, uint64_t{d.k} * d.ldb, 2, tiny_bf16);
+    mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, addend);
+    mx.fill_values(d.bias_addr, 4ull * d.n, 4, addend);
+    descs.push_back(d);
+  }
+  const uint32_t odd_normals[] = {0x00800001u, 0x80800001u, 0x00800003u, 0x00ffffffu, 0x80ffffffu, 0x01000001u};
+  Descriptor d = mx.gemm({.m = 5, .n = 7, .k = 3, .bias = true, .acc = true, .bf16 = true}, rng);
+  mx.fill_values(d.a_addr, uint64_t{d.m} * d.lda, 2, [] { return 0u; });
+  mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, [&] { return odd_normals[i++ % std::size(odd_normals)]; });
+  mx.fill_values(d.bias_addr, 4ull * d.n, 4, [&] { return zeros_and_subnormals[i++ % 2]; });
+  descs.push_back(d);
+  mx.run(descs);
+}
+
+// ---------------------------------------------------------------- where the schedule changes
+
+// These change no byte of C, only when the engine does what: the busy counter, held to the timing
+// model's (Mirror::run), is the check.
+
+TEST_CASE("cosim corners: BF16 A rows at the quarter-bank boundary and one past", "[cosim][corners][bf16]") {
+  // A BF16 A row of up to k_max / 2 bytes (K <= k_max / 4) rings through four A slots, a longer one
+  // through two (tsr_int_pkg::a_quad). C_in keeps A from staying resident.
+  std::mt19937_64 rng(39);
+  Mirror mx(rtl("small"));
+  const EngineConfig& cfg = mx.config();
+  REQUIRE(cfg.bf16);
+  const uint32_t quarter = cfg.k_max / 4;
+  for (const uint32_t k : {quarter, quarter + 1}) {
+    INFO("K " << k);
+    mx.run({mx.gemm({.m = 4 * cfg.rows + 1, .n = 2 * cfg.cols, .k = k, .acc = true, .bf16 = true}, rng)});
+  }
+}
+
+TEST_CASE("cosim corners: FOLD with an empty lower band under a slow store", "[cosim][corners]") {
+  // N of three column blocks: FOLD's last tile has columns in its upper band only, and hands the store
+  // half the rows; with 4 bytes a cycle the store falls behind and the tiles wait for its credits.
+  std::mt19937_64 rng(40);
+  Mirror mx(rtl("small") + "&mem_bytes_per_cycle=4");
+  const EngineConfig& cfg = mx.config();
+  REQUIRE(cfg.fold);
+  for (const uint32_t k : {1u, 8u, 40u}) {
+    INFO("K " << k);
+    mx.run({mx.gemm({.m = cfg.rows / 2, .n = 3 * cfg.cols, .k = k, .fold = true}, rng)});
+  }
 }

@@ -1,6 +1,7 @@
 // AXI4 slave memory model: a latency, a bandwidth per direction and a bound on bursts in flight,
 // all configurable. Read data returns in order; write responses follow the last data beat after
-// the same latency. Out-of-range bursts get DECERR; a configured address gets SLVERR. It also
+// the same latency; write data comes after its address, or (w_first) up to kEarlyBeats beats
+// before it, as AXI allows. Out-of-range bursts get DECERR; a configured address gets SLVERR. It also
 // checks the master against the AXI rules the engine promises (INCR, aligned, no 4 KB crossing).
 // Faults for the health checks: bit flips on read data, and a hang (reads never answered).
 #pragma once
@@ -71,6 +72,12 @@ class AxiMemory : public sc_core::sc_module {
     uint64_t ready_at;
     uint32_t resp = 0;
   };
+  struct Beat {
+    Data data;
+    uint64_t strb;
+    bool last;
+  };
+  static constexpr size_t kEarlyBeats = 16;  // write data held for bursts whose address is to come
 
   template <typename Port, typename T>
   static void drive(Port& p, const T& v) {
@@ -116,8 +123,9 @@ class AxiMemory : public sc_core::sc_module {
     }
     if (wvalid.read() && w_ready_) {
       wr_credit_ -= kBeatBytes;
-      write_beat();
+      beats_.push_back({wdata.read(), static_cast<uint64_t>(wstrb.read()), wlast.read()});
     }
+    for (; !beats_.empty() && !writes_.empty(); beats_.pop_front()) write_beat(beats_.front());
     if (b_valid_ && bready.read()) responses_.pop_front();
 
     // Outputs for the next cycle.
@@ -142,8 +150,8 @@ class AxiMemory : public sc_core::sc_module {
       drive(rresp, b.resp);
       drive(rlast, b.done + 1 == b.beats);
     }
-    // Data for an accepted address only, at the write bandwidth.
-    w_ready_ = !writes_.empty() && wr_credit_ >= kBeatBytes;
+    // Data for an accepted address (or, w_first, ahead of it), at the write bandwidth.
+    w_ready_ = (cfg_.w_first ? beats_.size() < kEarlyBeats : !writes_.empty()) && wr_credit_ >= kBeatBytes;
     b_valid_ = !responses_.empty() && responses_.front().ready_at <= cycle_;
     if (b_valid_) drive(bresp, responses_.front().resp);
     drive(arready, ar_ready_);
@@ -153,23 +161,21 @@ class AxiMemory : public sc_core::sc_module {
     drive(bvalid, b_valid_);
   }
 
-  void write_beat() {
+  void write_beat(const Beat& beat) {
     Burst& b = writes_.front();
     const uint64_t a = b.addr + uint64_t{b.done} * kBeatBytes;
-    const Data d = wdata.read();
-    const uint64_t strb = static_cast<uint64_t>(wstrb.read());
     uint8_t bytes[kBeatBytes];
     for (uint32_t w = 0; w < kBeatBytes / 4; ++w) {
-      const uint32_t v = d.get_word(w);
+      const uint32_t v = beat.data.get_word(w);
       std::memcpy(bytes + 4 * w, &v, 4);
     }
     if (b.resp == 0)
       for (uint32_t i = 0; i < kBeatBytes; ++i)
-        if ((strb >> i) & 1) mem_.data()[a + i] = bytes[i];
-    if (sb_ && b.resp == 0) sb_->axi_write(a, std::span<const uint8_t>(bytes, kBeatBytes), strb);
+        if ((beat.strb >> i) & 1) mem_.data()[a + i] = bytes[i];
+    if (sb_ && b.resp == 0) sb_->axi_write(a, std::span<const uint8_t>(bytes, kBeatBytes), beat.strb);
     const bool last = ++b.done == b.beats;
-    if (wlast.read() != last)
-      sb_note(fmt::format("W: WLAST {} on beat {} of a {}-beat burst at {:#x}", wlast.read(), b.done, b.beats, b.addr));
+    if (beat.last != last)
+      sb_note(fmt::format("W: WLAST {} on beat {} of a {}-beat burst at {:#x}", beat.last, b.done, b.beats, b.addr));
     if (last) {
       b.ready_at = cycle_ + cfg_.latency;
       responses_.push_back(b);
@@ -186,6 +192,7 @@ class AxiMemory : public sc_core::sc_module {
   uint64_t cycle_ = 0, rd_credit_ = 0, wr_credit_ = 0;
   bool ar_ready_ = false, r_valid_ = false, aw_ready_ = false, w_ready_ = false, b_valid_ = false;
   std::deque<Burst> reads_, writes_, responses_;
+  std::deque<Beat> beats_;  // write data taken, waiting for its burst's address
   Data beat_;
 };
 

@@ -110,6 +110,7 @@ extern "C" int sc_main(int argc, char* argv[]) {
       ("mem-bytes-per-cycle", po::value(&cfg.mem.bytes_per_cycle)->default_value(0), "bandwidth; 0 = bus width")
       ("mem-max-reads", po::value(&cfg.mem.max_reads)->default_value(cfg.mem.max_reads), "read bursts in flight")
       ("mem-max-writes", po::value(&cfg.mem.max_writes)->default_value(cfg.mem.max_writes), "write bursts in flight")
+      ("mem-w-first", po::bool_switch(&cfg.mem.w_first), "take write data before its burst's address, as AXI allows")
       ("slverr", po::value(&slverr), "answer bursts touching this address with SLVERR")
       ("fault", po::value(&fault), "simulate a defect: stuck:ROW,COL,BIT[,V], flip:RATE, slverr:ADDR, hang")
       ("seed", po::value(&cfg.seed)->default_value(uint64_t{1}), "seed for random faults")

@@ -15,6 +15,9 @@ struct MemoryModelConfig {
   uint32_t max_reads = 64;        // read bursts the memory accepts before it stalls AR
   uint32_t max_writes = 16;       // write bursts likewise
   std::optional<uint64_t> slverr_addr;  // a burst touching this byte gets SLVERR
+  // Write data taken before its burst's address, as AXI allows a slave to; the platform's memory
+  // only (the timing model's memory takes it after, as the platform's does by default).
+  bool w_first = false;
 };
 
 }  // namespace tessera
