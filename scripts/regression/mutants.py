@@ -132,6 +132,8 @@ def operand_end(tokens, i):
         return i
     if t.text in ("(", "{"):
         i = matching(tokens, i) + 1
+        if t.text == "(" and i + 1 < n and tokens[i].text == "'" and tokens[i + 1].text == "(":  # (W+1)'(x)
+            i = matching(tokens, i + 1) + 1
     elif t.kind == "ident":
         i += 1
         while i + 1 < n and tokens[i].text in ("::", ".") and tokens[i + 1].kind == "ident":
@@ -189,6 +191,7 @@ def mutants_of(name, text):
     # Regions to leave alone: simulation-only code, and the widths of ranges, part-selects and
     # replications; declarations are found statement by statement below.
     skip = [False] * len(tokens)
+    cast_width = set()  # skipped, but a term dropped whole may hold them
     sim_depth = 0
     for i, t in enumerate(tokens):
         if t.kind == "directive":
@@ -208,6 +211,14 @@ def mutants_of(name, text):
                 first = 0 if inner[colon].text == ":" else colon  # [hi:lo] entirely; [base +: width] its width
                 for k in range(i + 1 + first, close):
                     skip[k] = True
+        if t.text == "'" and i > 0 and tokens[i - 1].text == ")":  # a cast's width: (W+1)'(x)
+            depth = 0
+            for k in range(i - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(tokens[k].text, 0)
+                skip[k] = True
+                cast_width.add(k)
+                if depth == 0:
+                    break
         if t.text == "{" and i + 1 < len(tokens):
             nxt = tokens[i + 1]
             rep_end = matching(tokens, i + 1) + 1 if nxt.text == "(" else i + 2 if nxt.kind in ("number", "ident") else None
@@ -255,8 +266,9 @@ def mutants_of(name, text):
                 # a named bound compared against (Rows, tsr_pkg::DIM_MAX): one up and one down
                 end = operand_end(tokens, i + 1)
                 bound = tokens[i + 1:end] if end else []
-                if len(bound) > 4 and bound[0].kind == "number" and bound[1].text == "'" and bound[2].text == "(":
-                    bound = bound[3:-1]  # within a cast: 16'(Rows)
+                cast = next((k for k in range(len(bound) - 1) if bound[k].text == "'" and bound[k + 1].text == "("), None)
+                if cast is not None and matching(bound, cast + 1) == len(bound) - 1:
+                    bound = bound[cast + 2:-1]  # within a cast: 16'(Rows), (W+1)'(Cols)
                 if bound and all(u.kind == "ident" if k % 2 == 0 else u.text == "::" for k, u in enumerate(bound)) \
                         and len(bound) % 2 == 1 and bound[-1].text[0].isupper():
                     named = text[bound[0].start:bound[-1].end]
@@ -268,7 +280,7 @@ def mutants_of(name, text):
                 add(t.start, t.end, "||" if t.text == "&&" else "&&", "logical")
             if t.text in ("+", "-", "&&", "||") and binary:
                 end = term_end(tokens, i + 1, PRECEDENCE[t.text])
-                if end is not None and not any(skip[k] for k in range(i, end)):
+                if end is not None and not any(skip[k] and k not in cast_width for k in range(i, end)):
                     add(t.start, tokens[end - 1].end, "", "drop")
         elif live and t.kind == "number" and not (i + 1 < len(tokens) and tokens[i + 1].text == "'"):
             for r in literal_neighbours(t.text):

@@ -3,8 +3,9 @@
 Each mutant is built into a simulator of the small preset in a worker's own tree (a copy of rtl/
 and a build directory, reused from one mutant to the next: Verilator rewrites its C++ and ccache,
 where installed, compiles only the files whose text changed), then `scripts/regress --quick` runs
-with that simulator (lint, the equivalence check, synthesis and coverage left out, as for the
-hand-written mutants of tests/mutation). The first failing job kills the mutant and stops its run.
+with that simulator (the equivalence check, synthesis and coverage left out, as for the
+hand-written mutants of tests/mutation). The first failing job kills the mutant and stops its run;
+the regression's lint job (Verilator -Wall) runs last, on the mutants that are left.
 """
 import argparse
 import concurrent.futures
@@ -124,6 +125,11 @@ def load_equivalent(path=EQUIVALENT):
     return {e["key"]: e for e in tomllib.loads(path.read_text()).get("equivalent", [])}
 
 
+def equivalent_reason(entry):
+    reason = entry.get("reason", "")
+    return f"on the {entry['scope']} preset: {reason}" if entry.get("scope") else reason
+
+
 def sample(all_mutants, n, seed, modules=None, operators=None):
     pool = [m for m in all_mutants if (not modules or m.module in modules) and (not operators or m.operator in operators)]
     pool.sort(key=lambda m: (m.file, m.start, m.operator, m.replacement))
@@ -209,8 +215,16 @@ def run_one(worker, m, args, text):
         named = NAMED_FAILURE.search(res.detail)
         res.detail = named.group(0) if named else res.detail
     else:
-        res.outcome = "survived"
-        res.detail = f"regression seeds {seed_base}..{seed_base + args.seeds - 1} passed"
+        # The regression's lint job, left out above for time, for the mutants that got this far.
+        lint = subprocess.run([str(ROOT / "scripts/lint"), "--preset", "small"], capture_output=True, text=True,
+                              env={**os.environ, "TESSERA_RTL_DIR": str(worker.rtl)})
+        res.seconds = time.monotonic() - t0
+        if lint.returncode != 0:
+            res.outcome, res.by = "lint", "lint (scripts/lint)"
+            res.detail = next((line for line in lint.stderr.splitlines() if line.startswith("%")), lint.stderr[-200:])
+        else:
+            res.outcome = "survived"
+            res.detail = f"regression seeds {seed_base}..{seed_base + args.seeds - 1} and the lint passed"
     return res
 
 
@@ -277,7 +291,9 @@ def parse_args(doc, argv):
     run.add_argument("--work", type=pathlib.Path, default=ROOT / "build-mutate", help="the workers' trees")
     run.add_argument("--report", type=pathlib.Path, help="report directory (default WORK/report)")
     run.add_argument("--seeds", type=int, default=2, help="random-GEMM seeds per mutant's regression (default 2)")
-    run.add_argument("--timeout", type=int, default=1800, help="seconds a mutant's regression may take")
+    run.add_argument("--timeout", type=int,
+                     help="seconds a mutant's regression may take (default: 5 times the unmutated RTL's, at least "
+                          "300; 1800 with --no-check)")
     run.add_argument("--build-timeout", type=int, default=900, help="seconds a mutant's build may take")
     run.add_argument("--no-check", action="store_true", help="skip the regression of the unmutated RTL first")
     args = ap.parse_args(argv)
@@ -342,14 +358,20 @@ def main(doc, argv=None):
         ok = w.prepare(None, log) and build_simulator(w.build, args.build_timeout)[0]
         if ok:
             w.pristine = w.model_fingerprint()
+        t1 = time.monotonic()
         caught, _, out = regression(regress_command(args.host, w.build, w.dir / "report", args.seeds, args.seed),
-                                    lambda line, previous: PROGRESS_FAIL.match(line), args.timeout) \
+                                    lambda line, previous: PROGRESS_FAIL.match(line), args.timeout or 1800) \
             if ok else (True, None, "".join(log))
+        # A mutant that hangs the engine with its bus busy escapes the driver's idle watchdog: it is
+        # caught by this, in minutes rather than the jobs' own 15.
+        args.timeout = args.timeout or max(300, round(5 * (time.monotonic() - t1)))
         if caught is not False:
             print(f"mutate: the unmutated RTL does not pass the regression; no score without it:\n{out[-3000:]}",
                   file=sys.stderr)
             return 1
-        print(f"mutate: the unmutated RTL passes ({time.monotonic() - t0:.0f} s)", flush=True)
+        print(f"mutate: the unmutated RTL passes ({time.monotonic() - t0:.0f} s); a mutant's regression may take "
+              f"{args.timeout} s", flush=True)
+    args.timeout = args.timeout or 1800
 
     results, free = [], list(workers)
     lock = threading.Lock()
@@ -361,7 +383,7 @@ def main(doc, argv=None):
             if m.key in equivalent:
                 before, after = m.lines(texts[m.file])
                 return Result(m.key, m.module, m.file, m.line, m.operator, before.strip(), after.strip(),
-                              outcome="equivalent", reason=equivalent[m.key].get("reason", ""))
+                              outcome="equivalent", reason=equivalent_reason(equivalent[m.key]))
             return run_one(w, m, args, texts[m.file])
         finally:
             with lock:

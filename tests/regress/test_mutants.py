@@ -136,6 +136,28 @@ class Judging(unittest.TestCase):
         self.assertEqual(per["b"]["score"], 1.0)
         self.assertAlmostEqual(per["all"]["score"], 3 / 4)
 
+    def test_a_cast_width_is_left_alone_unless_its_whole_term_is_dropped(self):
+        text = "module c;\n  assign q = a - (W+1)'(b);\n  assign r = x > (W+2)'(Cols);\nendmodule\n"
+        afters = {m.lines(text)[1].strip() for m in mutants.mutants_of("c.sv", text)}
+        self.assertIn("assign q = a ;", afters)
+        self.assertIn("assign r = x > (W+2)'((Cols + 1));", afters)
+        self.assertFalse([a for a in afters if "(W+1)'" not in a and "(W+2)'" not in a and "a ;" not in a])
+
+    def test_every_reviewed_equivalent_is_a_mutant_of_the_rtl_as_it_is(self):
+        # A key stops matching when its line changes: the mutant must then be reviewed again.
+        by_key = {m.key: m for m in mutants.all_mutants(ROOT / "rtl")}
+        texts = {}
+        for key, e in mutation.load_equivalent().items():
+            with self.subTest(key=key):
+                self.assertIn(key, by_key, f"{key} ({e.get('module')}: {e.get('after')}) is no longer a mutant of "
+                                           f"the RTL: review the line again and update tests/mutation/equivalent.toml")
+                m = by_key[key]
+                text = texts.setdefault(m.file, (ROOT / "rtl" / m.file).read_text())
+                before, after = m.lines(text)
+                self.assertEqual((e["module"], e["before"], e["after"]), (m.module, before.strip(), after.strip()))
+                self.assertTrue(e["reason"])
+                self.assertIn(e.get("scope", "small"), ("small",))
+
     def test_the_regression_stops_at_the_catch(self):
         script = "import time\nprint('[1/9] PASS a', flush=True)\nprint('[2/9] FAIL b', flush=True)\n" \
                  "print('  write to 0x10: expected 0x01, got 0x02', flush=True)\ntime.sleep(60)\n"
