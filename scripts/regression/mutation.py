@@ -158,7 +158,9 @@ class Worker:
         """rtl/ as it is, with `mutant` applied."""
         if self.rtl.exists():
             shutil.rmtree(self.rtl)
-        shutil.copytree(ROOT / "rtl", self.rtl)
+        # Fresh times on every file: a file put back as it was must still be newer than the model
+        # built from the last mutant, or the build would keep that model.
+        shutil.copytree(ROOT / "rtl", self.rtl, copy_function=shutil.copy)
         if mutant:
             path = self.rtl / mutant.file
             path.write_text(mutant.apply(path.read_text()))

@@ -186,8 +186,9 @@ void Mirror::check_counted_actions(const std::vector<Descriptor>& descs, const d
   CHECK(device == closed);
   CHECK(timing == closed);
   // The busy counter against the timing model, which steps the RTL's state machines and counts a
-  // descriptor alone to the cycle. Back to back, the memory's bandwidth credit carries over from one
-  // descriptor to the next where the model starts it afresh: a few cycles each (at most 6 seen).
+  // descriptor alone on a fresh device to the cycle. After others, the memory's bandwidth credit
+  // carries over from one descriptor to the next where the model starts it afresh: a few cycles
+  // each (at most 6 seen).
   // The model's memory takes write data after its address only (not mem_w_first).
   if (mem_.w_first) return;
   const double slack = 0.005 * double(cycles) + 16.0 * double(descs.size());

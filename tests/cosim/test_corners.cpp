@@ -421,6 +421,25 @@ TEST_CASE("cosim corners: a soft reset that keeps ENABLE after a ring error come
 
 // ---------------------------------------------------------------- BF16 near fp32's smallest
 
+namespace {
+
+using Values = std::function<uint32_t()>;
+
+// A BF16 GEMM of shape `s` whose A and B (bf16), C_in and bias (fp32), where given, are drawn from
+// those values; the rest as Mirror::gemm draws them.
+Descriptor bf16_gemm(Mirror& mx, std::mt19937_64& rng, test::Shape s, const Values& a, const Values& b,
+                     const Values& cin, const Values& bias) {
+  s.bf16 = true;
+  const Descriptor d = mx.gemm(s, rng);
+  if (a) mx.fill_values(d.a_addr, uint64_t{d.m} * d.lda, 2, a);
+  if (b) mx.fill_values(d.b_addr, uint64_t{d.k} * d.ldb, 2, b);
+  if (cin) mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, cin);
+  if (bias) mx.fill_values(d.bias_addr, 4ull * d.n, 4, bias);
+  return d;
+}
+
+}  // namespace
+
 TEST_CASE("cosim corners: BF16 sums near fp32's smallest normal plus zero and subnormal bias and C_in",
           "[cosim][corners][bf16]") {
   // Products of operands from 2^-64 to 2^-52 lie from 2^-128 to 2^-104, down to where fp32's last
@@ -439,20 +458,43 @@ TEST_CASE("cosim corners: BF16 sums near fp32's smallest normal plus zero and su
   uint32_t i = 0;
   const auto addend = [&] { return zeros_and_subnormals[i++ % std::size(zeros_and_subnormals)]; };
   std::vector<Descriptor> descs;
-  for (const bool bf16_out : {false, true}) {
-    Descriptor d = mx.gemm({.m = 6, .n = 9, .k = 21, .bias = true, .acc = true, .bf16 = true, .bf16_out = bf16_out}, rng);
-    mx.fill_values(d.a_addr, uint64_t{d.m} * d.lda, 2, tiny_bf16);
-    mx.fill_values(d.b_addr, uint64_t{d.k} * d.ldb, 2, tiny_bf16);
-    mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, addend);
-    mx.fill_values(d.bias_addr, 4ull * d.n, 4, addend);
-    descs.push_back(d);
-  }
+  for (const bool bf16_out : {false, true})
+    descs.push_back(bf16_gemm(mx, rng, {.m = 6, .n = 9, .k = 21, .bias = true, .acc = true, .bf16_out = bf16_out},
+                              tiny_bf16, tiny_bf16, addend, addend));
   const uint32_t odd_normals[] = {0x00800001u, 0x80800001u, 0x00800003u, 0x00ffffffu, 0x80ffffffu, 0x01000001u};
-  Descriptor d = mx.gemm({.m = 5, .n = 7, .k = 3, .bias = true, .acc = true, .bf16 = true}, rng);
-  mx.fill_values(d.a_addr, uint64_t{d.m} * d.lda, 2, [] { return 0u; });
-  mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, [&] { return odd_normals[i++ % std::size(odd_normals)]; });
-  mx.fill_values(d.bias_addr, 4ull * d.n, 4, [&] { return zeros_and_subnormals[i++ % 2]; });
-  descs.push_back(d);
+  descs.push_back(bf16_gemm(
+      mx, rng, {.m = 5, .n = 7, .k = 3, .bias = true, .acc = true}, [] { return 0u; }, {},
+      [&] { return odd_normals[i++ % std::size(odd_normals)]; }, [&] { return zeros_and_subnormals[i++ % 2]; }));
+  mx.run(descs);
+}
+
+TEST_CASE("cosim corners: BF16 infinities against opposite infinities and huge values times zero",
+          "[cosim][corners][bf16]") {
+  // Sums of +-1 and +-inf (so +inf, -inf, NaN and finite ones) plus C_in and bias of +-inf, zero
+  // and one: each infinity meets the opposite one in both of the epilogue's adds. Then operands near
+  // 2^120 times zeros and subnormals, both ways round: their products are zero, which any value
+  // given to the zero (2^120 x 2^-127 and up) would show beside a C_in of one.
+  const uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl("small"));
+  REQUIRE(mx.config().bf16);
+  const auto pick = [&](std::initializer_list<uint32_t> values) {
+    return *(values.begin() + std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng));
+  };
+  std::uniform_int_distribution<uint32_t> mantissa(0, 127), sign(0, 1), huge(127 + 110, 127 + 126);
+  const auto infinities = [&] { return pick({0x7f80u, 0xff80u, 0x3f80u, 0x3f80u, 0xbf80u}); };
+  const auto ones = [&] { return pick({0x3f80u, 0xbf80u}); };
+  const auto addends = [&] { return pick({0x7f800000u, 0xff800000u, 0x00000000u, 0x3f800000u}); };
+  const auto large = [&] { return sign(rng) << 15 | huge(rng) << 7 | mantissa(rng); };
+  const auto zero = [&] { return sign(rng) << 15 | (rng() % 2 ? mantissa(rng) : 0u); };  // zeros, subnormals
+  std::vector<Descriptor> descs;
+  for (const bool bf16_out : {false, true})
+    descs.push_back(bf16_gemm(mx, rng, {.m = 7, .n = 9, .k = 5, .bias = true, .acc = true, .bf16_out = bf16_out},
+                              infinities, ones, addends, addends));
+  const Values one = [] { return 0x3f800000u; };
+  descs.push_back(bf16_gemm(mx, rng, {.m = 6, .n = 7, .k = 9, .acc = true}, large, zero, one, {}));
+  descs.push_back(bf16_gemm(mx, rng, {.m = 6, .n = 7, .k = 9, .acc = true}, zero, large, one, {}));
   mx.run(descs);
 }
 

@@ -337,11 +337,12 @@ TEST_CASE("cosim errors: BF16 outside its limits", "[cosim][errors][bf16]") {
     return std::vector<Descriptor>{d};
   });
   // int8's output modes, RELU with int8, FOLD
-  expect_error(rtl("small"), ErrorCode::kMode, [](Mirror& mx, auto& rng) {
-    Descriptor d = mx.gemm({.bf16 = true}, rng);
-    d.out_mode = static_cast<uint8_t>(spec::OutMode::kInt32);
-    return std::vector<Descriptor>{d};
-  });
+  for (const auto mode : {spec::OutMode::kInt32, spec::OutMode::kInt8})
+    expect_error(rtl("small"), ErrorCode::kMode, [mode](Mirror& mx, auto& rng) {
+      Descriptor d = mx.gemm({.bf16 = true}, rng);
+      d.out_mode = static_cast<uint8_t>(mode);
+      return std::vector<Descriptor>{d};
+    });
   expect_error(rtl("small"), ErrorCode::kMode, [](Mirror& mx, auto& rng) {
     Descriptor d = mx.gemm({}, rng);
     d.flags |= spec::desc::FLAG_RELU;
