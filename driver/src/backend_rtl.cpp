@@ -175,7 +175,7 @@ class RtlBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_rtl_backend(const DeviceSpec& spec) {
-  const SimOptions o = SimOptions::parse(spec, {"mem_w_first", "slverr", "trace", "scoreboard"});
+  const SimOptions o = SimOptions::parse(spec, kRtlOptions);
   return std::make_unique<RtlBackend>(spec, o);
 }
 

@@ -63,8 +63,7 @@ SimulatedDevice describe_simulated(const DeviceSpec& spec) {
     throw UsageError(fmt::format("device '{}': only a simulated device (model, rtl) is known before it is opened",
                                  spec.str()));
   // The options each backend and the device itself accept (make_model_backend, make_rtl_backend).
-  const SimOptions o = SimOptions::parse(spec, spec.kind == "rtl" ? std::set<std::string>{"mem_w_first", "slverr", "trace", "scoreboard"}
-                                                                  : std::set<std::string>{});
+  const SimOptions o = SimOptions::parse(spec, spec.kind == "rtl" ? kRtlOptions : std::set<std::string>{});
   SimulatedDevice d{EngineConfig::from_preset(EngineConfig::preset(o.preset)), o.mem, 0};
   if (spec.option("dataflow", "auto") == "classic") d.engine.fold = false;
   const uint64_t ring = uint64_t{Device::kRingEntries} * spec::kDescBytes;

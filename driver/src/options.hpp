@@ -21,6 +21,9 @@ struct SimOptions {
   static SimOptions parse(const DeviceSpec& spec, const std::set<std::string>& extra);
 };
 
+// The options only the rtl backend takes (make_rtl_backend; describe_simulated checks them too).
+inline const std::set<std::string> kRtlOptions = {"mem_w_first", "slverr", "trace", "scoreboard"};
+
 // The number option `key` of `spec` in [lo, hi], or `fallback` when absent; else a UsageError.
 uint64_t option_number(const DeviceSpec& spec, const std::string& key, uint64_t fallback, uint64_t lo, uint64_t hi);
 
