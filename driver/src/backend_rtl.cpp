@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -59,6 +60,7 @@ class RtlBackend final : public Backend {
     if (o.fault) args.insert(args.end(), {"--fault", o.fault.str(), "--seed", std::to_string(o.seed)});
     if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
     if (spec.option("scoreboard", "1") == "0") args.push_back("--no-scoreboard");
+    args.insert(args.end(), {"--init-seed", std::to_string(option_number(spec, "init_seed", 1, 0, INT32_MAX))});
 
     int to_sim[2], from_sim[2];
     if (::pipe2(to_sim, O_CLOEXEC) || ::pipe2(from_sim, O_CLOEXEC))

@@ -105,6 +105,9 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   const std::string precision = spec.option("precision", "int8");
   if (precision != "int8" && precision != "bf16")
     throw UsageError(fmt::format("device '{}': precision={} is not int8 or bf16", spec.str(), precision));
+  const std::string reset = spec.option("reset", "soft");
+  if (reset != "soft" && reset != "none")
+    throw UsageError(fmt::format("device '{}': reset={} is not soft or none", spec.str(), reset));
   if (spec.kind == "model")
     backend_ = make_model_backend(spec);
   else if (spec.kind == "rtl")
@@ -149,7 +152,18 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   const uint64_t ring_bytes = uint64_t{kRingEntries} * spec::kDescBytes;
   if (props_.mem_bytes <= ring_bytes) throw DeviceError(fmt::format("{}: device memory too small", spec.str()));
   heap_->free[ring_bytes] = props_.mem_bytes - ring_bytes;
-  soft_reset();
+  if (reset == "soft") {
+    soft_reset();
+  } else {
+    // The engine as it powered on: nothing queued, run or completed yet (fences count from 0).
+    const uint32_t status = backend_->csr_read(csr::STATUS), head = backend_->csr_read(csr::RING_HEAD),
+                   tail = backend_->csr_read(csr::RING_TAIL), completed = backend_->csr_read(csr::COMPLETED);
+    if (status || head || tail || completed)
+      throw DeviceError(fmt::format("{}: reset=none, but the engine is not as after power-on (STATUS {:#x}, "
+                                    "RING_HEAD {}, RING_TAIL {}, COMPLETED {}); open it without reset=none",
+                                    spec.str(), status, head, tail, completed));
+    set_up_ring();
+  }
 }
 
 Device::~Device() { heap_->open = false; }
@@ -161,6 +175,10 @@ void Device::soft_reset() {
     backend_->advance(100);
     if (i > 10) std::this_thread::sleep_for(std::chrono::microseconds(100));  // hardware resets in real time
   }
+  set_up_ring();
+}
+
+void Device::set_up_ring() {
   tail_ = submitted_ = 0;
   backend_->csr_write(csr::RING_BASE_LO, static_cast<uint32_t>(ring_addr_));
   backend_->csr_write(csr::RING_BASE_HI, static_cast<uint32_t>(ring_addr_ >> 32));

@@ -18,7 +18,7 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   static const std::set<std::string> common = {"preset",         "mem_mb",        "mem_latency",
                                                "mem_bytes_per_cycle", "mem_max_reads", "mem_max_writes",
                                                "fault",          "seed",          "completion",
-                                               "dataflow",       "precision"};
+                                               "dataflow",       "precision",     "reset"};
   SimOptions o;
   for (const auto& [k, v] : spec.options) {
     if (!common.count(k) && !extra.count(k)) {
@@ -42,7 +42,7 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
   o.mem.bytes_per_cycle = u32("mem_bytes_per_cycle", o.mem.bytes_per_cycle, 1, 1024);
   o.mem.max_reads = u32("mem_max_reads", o.mem.max_reads, 1, 256);
   o.mem.max_writes = u32("mem_max_writes", o.mem.max_writes, 1, 256);
-  o.mem.w_first = u32("mem_w_first", 0, 0, 1) != 0;  // rtl only: the model's memory takes data after
+  o.mem.w_first = u32("mem_w_first", 0, 0, 1) != 0;  // rtl only: a property of the platform's memory
   o.seed = option_number(spec, "seed", o.seed, 0, UINT64_MAX);
   if (spec.options.count("fault")) {
     try {

@@ -127,6 +127,7 @@ class PlatformImpl final : public Platform {
         mem_(cfg.mem_bytes),
         sb_(cfg.scoreboard ? std::make_unique<Scoreboard>(engine, cfg.mem_bytes) : nullptr),
         clk_("clk", sc_time(kClockNs, SC_NS)),
+        power_on_(cfg.init_seed),
         dut_("dut"),
         bridge_("csr_bridge", sb_.get()),
         memory_("memory", mem_, with_fault(cfg), sb_.get()),
@@ -285,6 +286,13 @@ class PlatformImpl final : public Platform {
   sc_signal<uint32_t> m_awaddr_, m_awlen_, m_awsize_, m_awburst_, m_bresp_;
   sc_signal<Data> m_rdata_, m_wdata_;
   sc_signal<Strb> m_wstrb_;
+  // Sets the model's power-on values as dut_ is built, which draws them (so declared before it).
+  struct PowerOnValues {
+    explicit PowerOnValues(uint32_t seed) {
+      Verilated::threadContextp()->randReset(seed ? 2 : 0);  // 2: random, 0: zeros
+      if (seed) Verilated::threadContextp()->randSeed(static_cast<int>(seed));
+    }
+  } power_on_;
   Model dut_;
   CsrBridge bridge_;
   AxiMemory<Width, Strb> memory_;

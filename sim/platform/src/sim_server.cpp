@@ -114,6 +114,8 @@ extern "C" int sc_main(int argc, char* argv[]) {
       ("slverr", po::value(&slverr), "answer bursts touching this address with SLVERR")
       ("fault", po::value(&fault), "simulate a defect: stuck:ROW,COL,BIT[,V], flip:RATE, slverr:ADDR, hang")
       ("seed", po::value(&cfg.seed)->default_value(uint64_t{1}), "seed for random faults")
+      ("init-seed", po::value(&cfg.init_seed)->default_value(cfg.init_seed),
+       "seed of the power-on values of state without a reset; 0 = all zeros")
       ("no-scoreboard", "do not check writes against the golden model")
       ("trace", po::value(&cfg.trace_path), "write an FST waveform to this file");
   try {

@@ -207,6 +207,7 @@ class Device {
   std::string state();  // STATUS, head, tail, completed, error registers, counters, as one line
 
  private:
+  void set_up_ring();  // the ring registers, IRQ_ENABLE and ENABLE, with the queue empty
   void check_engine_error();
   void wait_for(uint32_t fence, const WaitOptions& opts);
   void check_access(const Buffer& buf, const char* what, uint64_t offset, uint64_t len) const;

@@ -25,6 +25,9 @@ struct PlatformConfig {
   std::string trace_path;  // FST waveform file; empty: none
   FaultConfig fault;        // a defect to simulate (faults.hpp)
   uint64_t seed = 1;        // for random faults
+  // The power-on values of flops and memories that no reset sets (Verilator --x-initial unique):
+  // drawn from this seed, so that state the reset misses shows; 0: all zeros.
+  uint32_t init_seed = 1;
 };
 
 struct ScoreboardReport {
