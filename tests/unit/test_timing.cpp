@@ -43,9 +43,10 @@ TEST_CASE("timing model: skipping quiet cycles gives the cycle-by-cycle result",
     mem.bytes_per_cycle = pick(0, 1) ? 0 : pick(1, cfg.axi_bytes + 8);
     mem.max_reads = pick(1, 20);
     mem.max_writes = pick(1, 20);
+    mem.w_first = pick(0, 1);
     INFO(preset.name << " " << m << "x" << n << "x" << k << " flags " << d.flags << " mode " << int(d.out_mode)
                      << " latency " << mem.latency << " bytes/cycle " << mem.bytes_per_cycle << " reads "
-                     << mem.max_reads << " writes " << mem.max_writes);
+                     << mem.max_reads << " writes " << mem.max_writes << " w_first " << mem.w_first);
     const TimingEstimate fast = estimate(d, cfg, mem), slow = detail::estimate_every_cycle(d, cfg, mem);
     CHECK(fast.cycles == slow.cycles);
     CHECK(fast.stall_cycles == slow.stall_cycles);

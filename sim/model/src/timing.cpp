@@ -164,6 +164,7 @@ class EngineSim {
         lat_(mem.latency),
         read_limit_(std::min(cfg.max_reads, mem.max_reads)),
         write_limit_(std::min(kMaxWrites, mem.max_writes)),
+        w_first_(mem.w_first),
         seg4_(cfg.cols * 4 <= cfg.axi_bytes ? 1 : cfg.cols * 4 / cfg.axi_bytes),
         row_beats_(static_cast<uint32_t>(ceil_div(uint64_t{d.k} * d.in_bytes(), cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
@@ -232,6 +233,7 @@ class EngineSim {
   const EngineConfig& cfg_;
   const uint64_t rows_, cols_, k_, beat_, lat_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
+  const bool w_first_;  // the memory takes write data before the burst's address
   const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
   const bool acc_;
   // Resident A (no C_in, and every row block fits in the A banks): the first column block's tiles
@@ -466,8 +468,9 @@ void EngineSim::take_credits(uint64_t t) {
 // next edge, is taken once the unit is free, and is written as one burst, or two where it crosses
 // a 4 KB page. A burst's address goes the cycle after the take (or after the first burst's data)
 // once fewer than write_limit_ bursts await their response; its data beats follow from the next
-// cycle; the unit takes its next row in the cycle of the row's last beat; the response is valid
-// `latency` cycles after the edge that takes the last beat, and is taken at once.
+// cycle (w_first: from the address's first cycle on, whether or not it was taken); the unit takes
+// its next row in the cycle the row's last beat and address are both gone; the response is valid
+// `latency` cycles after the edge that takes the later of the two, and is taken at once.
 void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
   const uint64_t take = std::max(out + 1, st_free_);
   takes_.push(take);
@@ -482,7 +485,7 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
     // the response of burst n - write_limit_, which burst n waits for
     const uint64_t aw =
         st_bursts_ >= write_limit_ ? std::max(ready, st_bvalid_[(st_bursts_ - write_limit_) % kMaxWrites] + 1) : ready;
-    last = w_chan_.schedule(aw + 1, static_cast<uint32_t>(n));
+    last = std::max(aw, w_chan_.schedule(w_first_ ? ready : aw + 1, static_cast<uint32_t>(n)));
     const uint64_t prev = st_bursts_ ? st_bvalid_[(st_bursts_ - 1) % kMaxWrites] : 0;
     st_bvalid_[st_bursts_ % kMaxWrites] = std::max(last + 1 + lat_, prev + 1);
     ++st_bursts_;

@@ -15,8 +15,8 @@ struct MemoryModelConfig {
   uint32_t max_reads = 64;        // read bursts the memory accepts before it stalls AR
   uint32_t max_writes = 16;       // write bursts likewise
   std::optional<uint64_t> slverr_addr;  // a burst touching this byte gets SLVERR
-  // Write data taken before its burst's address, as AXI allows a slave to; the platform's memory
-  // only (the timing model's memory takes it after, as the platform's does by default).
+  // Write data taken before its burst's address, as AXI allows a slave to (the platform's memory
+  // holds up to 16 beats so); by default it is taken after.
   bool w_first = false;
 };
 
