@@ -150,8 +150,10 @@ module tsr_ctrl #(
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_AXI_WR;
       error_addr = 64'(wr_err_addr_i);
-    end else if (state_q == CIdle && enable_i && !reset_req_q && !clear_q && head_q != ring_tail_i &&
-                 ring_bad) begin
+    end else if (state_q == CIdle && enable_i && !soft_reset_i && !reset_req_q && !clear_q &&
+                 head_q != ring_tail_i && ring_bad) begin
+      // Not while a soft reset is on its way, whose clear empties the queue: SOFT_RESET written
+      // with ENABLE arrives in the same cycle as ENABLE, and reset_req_q a cycle later.
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_RING;
       error_addr = ring_bad_val;

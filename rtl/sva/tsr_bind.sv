@@ -4,9 +4,13 @@ bind tsr_fifo tsr_fifo_sva u_sva (
   .clk_i, .rst_ni, .push_i, .pop_i, .full_o, .empty_o
 );
 
-bind tsr_seq tsr_seq_sva #(.Credits(Credits)) u_sva (
+bind tsr_seq tsr_seq_sva #(.Credits(Credits), .Rows(Rows)) u_sva (
   .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_rows)),
-  .a_reread(!a_wait && cfg_i.m > 16'(Rows))
+  .a_reread(!a_wait && cfg_i.m > 16'(Rows)), .clear_i, .row_valid_o
+);
+
+bind tsr_axi_rd tsr_axi_rd_sva u_sva (
+  .clk_i, .rst_ni, .abort_i, .m_arvalid_o, .m_arready_i
 );
 
 bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (

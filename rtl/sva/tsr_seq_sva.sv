@@ -1,9 +1,10 @@
 // Invariants of tsr_seq (simulation only, see tsr_bind.sv): the sequencer's credits count the free
 // rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
-// for all its rows. Cover point: a resident A of several row blocks read again in a later column
+// for all its rows; a soft reset's clear leaves no row on its way into the array. Cover point: a resident A of several row blocks read again in a later column
 // block, without being loaded again.
 module tsr_seq_sva #(
   parameter int unsigned Credits = 32,
+  parameter int unsigned Rows = 16,
   localparam int unsigned CW = $clog2(Credits) + 1
 ) (
   input logic          clk_i,
@@ -11,13 +12,26 @@ module tsr_seq_sva #(
   input logic [CW-1:0] credits_q,
   input logic          start_tile,
   input logic [CW-1:0] tile_rows,
-  input logic          a_reread   // the tile reads a resident A's row blocks left by earlier tiles
+  input logic          a_reread,  // the tile reads a resident A's row blocks left by earlier tiles
+  input logic          clear_i,
+  input logic [Rows-1:0] row_valid_o
 );
   cov_a_resident_blocks: cover property (@(posedge clk_i) start_tile && a_reread);
+
+  logic cleared_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) cleared_q <= 1'b0;
+    else cleared_q <= clear_i;
+  end
 
   // Sampled at the clock edge outside reset (rst_ni is asynchronous, as in the design).
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (rst_ni) begin
+      a_seq_clear_empties_rows: assert (!cleared_q || row_valid_o == '0)
+        else begin
+          $error("a row entered the array in the cycle after the clear");
+          tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+        end
       a_seq_credits_in_range: assert (credits_q <= CW'(Credits))
         else begin
           $error("store credits out of range (%0d of %0d): a credit was returned twice or taken below zero",

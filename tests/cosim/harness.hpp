@@ -57,6 +57,7 @@ class Mirror {
   MemoryModelConfig mem_;  // the device's memory system, as the timing model takes it
   Memory host_;
   std::map<uint64_t, driver::Buffer> bufs_;
+  size_t runs_ = 0;  // calls of run(), the current one included
 };
 
 // The RTL device of `preset`, or of TESSERA_PRESET where that is set (scripts/regress runs each

@@ -5,12 +5,16 @@
 // counter; the cover points in tsr_epilogue and tsr_ctrl_sva show that the stimulus got there
 // (rtl/testplan.toml).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness.hpp"
 #include "seed.hpp"
@@ -338,14 +342,17 @@ namespace {
 
 // Writes CTRL with SOFT_RESET (and ENABLE where `enable`) and steps the engine until RESETTING
 // clears. While the engine is busy RESETTING must show: a driver that saw it clear early would set
-// up the ring while the clear was still to land.
+// up the ring while the clear was still to land. The reset raises no interrupt of its own (an
+// error that the clear then wipes would still have sent one).
 void soft_reset_watched(driver::Backend& csr, bool enable) {
+  const bool irq_before = csr.wait_irq(0);
   csr.csr_write(spec::csr::CTRL, spec::csr::CTRL_SOFT_RESET_MASK | (enable ? spec::csr::CTRL_ENABLE_MASK : 0));
   uint32_t status = 0;
   for (int i = 0; i < 100000; ++i) {
     status = csr.csr_read(spec::csr::STATUS);
     INFO("STATUS " << status << " after " << i << " polls");
     REQUIRE(!((status & spec::csr::STATUS_BUSY_MASK) && !(status & spec::csr::STATUS_RESETTING_MASK)));
+    if (!irq_before) REQUIRE(!csr.wait_irq(0));
     if (!(status & spec::csr::STATUS_RESETTING_MASK)) break;
     csr.advance(1);
   }
@@ -417,6 +424,81 @@ TEST_CASE("cosim corners: a soft reset that keeps ENABLE after a ring error come
   soft_reset_watched(csr, true);
   dev.soft_reset();
   mx.run({mx.gemm({.m = 5, .n = 6, .k = 7, .int8 = true}, rng)});
+  // ENABLE first set by the reset's own write, over a bad ring with a descriptor waiting: the ring
+  // is checked only after the clear, which empties the queue. An error raised before it would be
+  // wiped by the clear, but not the interrupt it sent.
+  csr.csr_write(spec::csr::CTRL, 0);
+  csr.csr_write(spec::csr::RING_SIZE, 3);
+  csr.csr_write(spec::csr::RING_TAIL, csr.csr_read(spec::csr::RING_HEAD) == 0 ? 1 : 0);
+  csr.csr_write(spec::csr::IRQ_STATUS, spec::csr::IRQ_STATUS_DONE_MASK | spec::csr::IRQ_STATUS_ERROR_MASK);
+  csr.csr_write(spec::csr::CTRL, spec::csr::CTRL_SOFT_RESET_MASK | spec::csr::CTRL_ENABLE_MASK);
+  for (int i = 0; i < 100; ++i) {  // the interrupt line, every cycle
+    INFO("cycle " << i << " after the write");
+    REQUIRE(!csr.wait_irq(0));
+    csr.advance(1);
+  }
+  CHECK(csr.csr_read(spec::csr::STATUS) == 0);
+  CHECK(csr.csr_read(spec::csr::ERR_CODE) == static_cast<uint32_t>(spec::ErrorCode::kNone));
+  dev.soft_reset();
+  mx.run({mx.gemm({.m = 5, .n = 6, .k = 7, .int8 = true}, rng)});
+}
+
+TEST_CASE("cosim corners: a soft reset landing as a descriptor completes over a ring made bad", "[cosim][corners]") {
+  // The host makes the ring bad (RING_SIZE 3) while a GEMM runs, so that once the GEMM completes
+  // the engine must raise ERR_RING; then writes SOFT_RESET one cycle later each time, on a fresh
+  // device whose cycles repeat. A reset that lands by the cycle after the completion comes first
+  // and raises nothing; one that lands later finds the error raised. So with only the error
+  // interrupt enabled, the line stays low up to some landing cycle and goes high from it on, never
+  // low again: an error raised for a reset already on its way would break that order.
+  std::mt19937_64 rng(41);
+  std::vector<int> outcomes;
+  for (int offset = -12; offset <= 12; ++offset) {
+    Mirror mx(rtl("small"));
+    auto& dev = mx.device();
+    auto& csr = dev.backend();
+    const Descriptor d = mx.gemm({.m = 3, .n = 5, .k = 7}, rng);
+    csr.csr_write(spec::csr::IRQ_ENABLE, spec::csr::IRQ_STATUS_ERROR_MASK);
+    const uint64_t at = csr.cycles() + estimate(d, mx.config(), mx.memory()).cycles + offset;
+    dev.submit(std::span<const Descriptor>(&d, 1));
+    csr.csr_write(spec::csr::RING_SIZE, 3);
+    bool error = false;
+    while (csr.cycles() < at) {
+      error = error || csr.wait_irq(0);
+      csr.advance(1);
+    }
+    csr.csr_write(spec::csr::CTRL, spec::csr::CTRL_SOFT_RESET_MASK | spec::csr::CTRL_ENABLE_MASK);
+    for (int i = 0; i < 100; ++i) {
+      error = error || csr.wait_irq(0);
+      csr.advance(1);
+    }
+    outcomes.push_back(error);
+  }
+  INFO("error interrupt for the write at offsets -12 to 12: " << fmt::format("{}", fmt::join(outcomes, "")));
+  REQUIRE(outcomes.front() == 0);  // the sweep starts before the completion and ends after it
+  REQUIRE(outcomes.back() == 1);
+  CHECK(std::is_sorted(outcomes.begin(), outcomes.end()));
+}
+
+TEST_CASE("cosim corners: the registers at power-on and a GEMM without a soft reset", "[cosim][corners]") {
+  // State that no reset sets powers on random (init_seed), so a register or an operand slot that
+  // the power-on reset misses shows: nothing soft-resets the engine first (reset=none).
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 3; ++i) {
+    const uint32_t init_seed = 1 + static_cast<uint32_t>(rng() % INT32_MAX);
+    INFO("init_seed " << init_seed);
+    Mirror mx(rtl("small") + "&reset=none&init_seed=" + std::to_string(init_seed));
+    // Every register reads 0 but the constant ones and those the driver has written since.
+    driver::Backend& regs = mx.device().backend();
+    const std::set<std::string_view> written = {"CTRL", "IRQ_ENABLE", "RING_BASE_LO", "RING_BASE_HI", "RING_SIZE"};
+    for (const spec::csr::Register& r : spec::csr::kRegisters) {
+      if (r.offset < spec::csr::SCRATCH || written.count(r.name)) continue;
+      INFO("register " << r.name);
+      CHECK(regs.csr_read(r.offset) == 0);
+    }
+    const EngineConfig& cfg = mx.config();
+    mx.run({mx.gemm(test::random_shape(rng, 2 * cfg.rows, std::min(cfg.k_max, 64u)), rng)});
+  }
 }
 
 // ---------------------------------------------------------------- BF16 near fp32's smallest
@@ -518,14 +600,18 @@ TEST_CASE("cosim corners: BF16 A rows at the quarter-bank boundary and one past"
 }
 
 TEST_CASE("cosim corners: FOLD with an empty lower band under a slow store", "[cosim][corners]") {
-  // N of three column blocks: FOLD's last tile has columns in its upper band only, and hands the store
-  // half the rows; with 4 bytes a cycle the store falls behind and the tiles wait for its credits.
+  // N of an odd number of column blocks: FOLD's last tile has columns in its upper band only, and
+  // hands the store half the rows. With a slow store (4 bytes a cycle, or one write burst at a
+  // time) the tiles wait for its credits, so a tile that asked for too many would start late: each
+  // GEMM runs on a fresh device, where the busy and stall counters are held to the timing model's.
   std::mt19937_64 rng(40);
-  Mirror mx(rtl("small") + "&mem_bytes_per_cycle=4");
-  const EngineConfig& cfg = mx.config();
-  REQUIRE(cfg.fold);
-  for (const uint32_t k : {1u, 8u, 40u}) {
-    INFO("K " << k);
-    mx.run({mx.gemm({.m = cfg.rows / 2, .n = 3 * cfg.cols, .k = k, .fold = true}, rng)});
-  }
+  for (const char* memory : {"mem_bytes_per_cycle=4", "mem_max_writes=1"})
+    for (const uint32_t blocks : {3u, 5u, 11u})
+      for (const uint32_t k : {1u, 8u, 40u}) {
+        INFO(memory << ", " << blocks << " column blocks, K " << k);
+        Mirror mx(rtl("small") + "&" + memory);
+        const EngineConfig& cfg = mx.config();
+        REQUIRE(cfg.fold);
+        mx.run({mx.gemm({.m = cfg.rows / 2, .n = blocks * cfg.cols, .k = k, .fold = true}, rng)});
+      }
 }
