@@ -217,34 +217,44 @@ def run_one(worker, m, args, text):
         named = NAMED_FAILURE.search(res.detail)
         res.detail = named.group(0) if named else res.detail
     else:
-        # The regression's lint job, left out above for time, for the mutants that got this far.
+        # The regression's lint and synthesis jobs, left out above for time, for the mutants that got
+        # this far: Verilator -Wall, then Yosys (a latch, a failed check, multipliers off the DSPs).
+        env = {**os.environ, "TESSERA_RTL_DIR": str(worker.rtl)}
         lint = subprocess.run([str(ROOT / "scripts/lint"), "--preset", "small"], capture_output=True, text=True,
-                              env={**os.environ, "TESSERA_RTL_DIR": str(worker.rtl)})
+                              env=env)
+        synth = None
+        if lint.returncode == 0:
+            synth = subprocess.run([sys.executable, str(ROOT / "scripts/synth"), "--preset", "small"],
+                                   capture_output=True, text=True, env=env)
         res.seconds = time.monotonic() - t0
         if lint.returncode != 0:
             res.outcome, res.by = "lint", "lint (scripts/lint)"
             res.detail = next((line for line in lint.stderr.splitlines() if line.startswith("%")), lint.stderr[-200:])
+        elif synth.returncode != 0:
+            res.outcome, res.by = "synth", "synthesis (scripts/synth)"
+            lines = (synth.stdout + synth.stderr).splitlines()
+            res.detail = next((line for line in lines if "no driver" in line or "ERROR" in line), "\n".join(lines[-3:]))
         else:
             res.outcome = "survived"
-            res.detail = f"regression seeds {seed_base}..{seed_base + args.seeds - 1} and the lint passed"
+            res.detail = f"regression seeds {seed_base}..{seed_base + args.seeds - 1}, the lint and synthesis passed"
     return res
 
 
-OUTCOMES = ("killed", "lint", "timeout", "survived", "unreached", "equivalent", "invalid")
+OUTCOMES = ("killed", "lint", "synth", "timeout", "survived", "unreached", "equivalent", "invalid")
 
 
 def score(results):
-    """Killed (by a test, by lint, or by a hang) over those and the survivors: equivalent, invalid
-    and unreached mutants (code the small preset does not elaborate) are left out; per module and
-    in all."""
+    """Killed (by a test, by lint or synthesis, or by a hang) over those and the survivors:
+    equivalent, invalid and unreached mutants (code the small preset does not elaborate) are left
+    out; per module and in all."""
     per = {}
     for r in results:
         for k in (r.module, "all"):
             s = per.setdefault(k, dict.fromkeys(OUTCOMES, 0))
             s[r.outcome] += 1
     for s in per.values():
-        counted = s["killed"] + s["lint"] + s["timeout"] + s["survived"]
-        s["score"] = (s["killed"] + s["lint"] + s["timeout"]) / counted if counted else None
+        caught = s["killed"] + s["lint"] + s["synth"] + s["timeout"]
+        s["score"] = caught / (caught + s["survived"]) if caught + s["survived"] else None
     return per
 
 
@@ -252,7 +262,8 @@ def report_markdown(args, results, per, seconds):
     lines = [f"# Mutation score: {len(results)} mutants, seed {args.seed}", "",
              f"`scripts/mutate run --sample {args.sample} --seed {args.seed}`: {seconds / 60:.1f} min on "
              f"{args.jobs} workers. Killed by a failing test, by the lint (Verilator -Wall refused the mutant, "
-             f"as the regression's lint job would) or by a hang; equivalent mutants (tests/mutation/equivalent.toml), "
+             f"as the regression's lint job would), by synthesis (Yosys refused it, as the regression's synthesis "
+             f"job would) or by a hang; equivalent mutants (tests/mutation/equivalent.toml), "
              f"unreached ones (code the small preset does not elaborate, so the quick regression's simulator is "
              f"the unmutated one) and invalid ones (not legal SystemVerilog) are not counted.", "",
              "| module | mutants | " + " | ".join(OUTCOMES) + " | score |", "|---" * (len(OUTCOMES) + 3) + "|"]

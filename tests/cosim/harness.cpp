@@ -174,19 +174,24 @@ void Mirror::check_counted_actions(const std::vector<Descriptor>& descs, const d
   // The closed form and the timing model's simulation, summed over the descriptors; the actions do
   // not depend on the memory model, the cycles do.
   ActionCounts closed, timing;
-  uint64_t cycles = 0, stalls = 0;
+  uint64_t cycles = 0, stalls = 0, read_bytes = 0, write_bytes = 0;
   for (const auto& d : descs) {
     closed += count_actions(d, cfg_);
     const TimingEstimate e = estimate(d, cfg_, mem_);
     timing += e.actions;
     cycles += e.cycles;
     stalls += e.stall_cycles;
+    read_bytes += e.read_bytes;
+    write_bytes += e.write_bytes;
   }
   const ActionCounts device{got.steps, got.tiles, got.descs, got.spad_read_bytes};
   INFO("device " << dev_.properties().spec << ": counted actions " << describe(device) << "; golden model "
                  << describe(closed) << "; timing model " << describe(timing));
   CHECK(device == closed);
   CHECK(timing == closed);
+  // Bytes over AXI: whole beats read, strobed bytes written.
+  CHECK(got.read_bytes == read_bytes);
+  CHECK(got.write_bytes == write_bytes);
   // The busy counter against the timing model, which steps the RTL's state machines and counts a
   // descriptor alone on a fresh device to the cycle: checked exactly there. After other work, state
   // that the model starts afresh carries over on the device (the memory's bandwidth credit, the

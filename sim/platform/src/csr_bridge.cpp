@@ -26,6 +26,10 @@ void CsrBridge::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& d
     return;
   }
   const auto addr = static_cast<uint32_t>(trans.get_address());
+  // Between transactions nothing is asked of the slave, so it has no response to give.
+  if (sb_ && (bvalid.read() || rvalid.read()))
+    sb_->protocol_error(bvalid.read() ? "CSR port: BVALID with no write outstanding"
+                                      : "CSR port: RVALID with no read outstanding");
   uint32_t value = 0;
   bool ok = false;
   if (trans.is_write()) {
