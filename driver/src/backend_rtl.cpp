@@ -45,6 +45,8 @@ class RtlBackend final : public Backend {
  public:
   RtlBackend(const DeviceSpec& spec, const SimOptions& o) : name_(spec.str()) {
     ::signal(SIGPIPE, SIG_IGN);  // a dead simulator shows up as EPIPE, not as our death
+    // Options first: a bad value is bad usage whether or not the simulator is there.
+    const uint64_t init_seed = option_number(spec, "init_seed", 1, 0, INT32_MAX);
     const std::string exe = find_simulator();
     if (!fs::exists(exe))
       throw DeviceError(fmt::format("{}: simulator '{}' not found (build tessera-sim or set TESSERA_SIM)", name_, exe));
@@ -60,7 +62,7 @@ class RtlBackend final : public Backend {
     if (o.fault) args.insert(args.end(), {"--fault", o.fault.str(), "--seed", std::to_string(o.seed)});
     if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
     if (spec.option("scoreboard", "1") == "0") args.push_back("--no-scoreboard");
-    args.insert(args.end(), {"--init-seed", std::to_string(option_number(spec, "init_seed", 1, 0, INT32_MAX))});
+    args.insert(args.end(), {"--init-seed", std::to_string(init_seed)});
 
     int to_sim[2], from_sim[2];
     if (::pipe2(to_sim, O_CLOEXEC) || ::pipe2(from_sim, O_CLOEXEC))
