@@ -1,7 +1,7 @@
 // Invariants of tsr_seq (simulation only, see tsr_bind.sv): the sequencer's credits count the free
 // rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
-// for all its rows; a soft reset's clear leaves no row on its way into the array. Cover point: a resident A of several row blocks read again in a later column
-// block, without being loaded again.
+// for all its rows; a soft reset's clear leaves no row on its way into the array. Cover point: a
+// resident A of several row blocks read again in a later column block, without being loaded again.
 module tsr_seq_sva #(
   parameter int unsigned Credits = 32,
   parameter int unsigned Rows = 16,
