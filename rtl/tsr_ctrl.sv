@@ -83,7 +83,8 @@ module tsr_ctrl #(
   logic [63:0] chk_addr_q, chk_addr_d;
   logic [31:0] mn_q;
   logic [47:0] macs_q;
-  logic [63:0] cnt_q [tsr_pkg::NUM_COUNTERS];
+  // public: the simulator may start the counters near a carry (the rtl option counter_start)
+  logic [63:0] cnt_q [tsr_pkg::NUM_COUNTERS] /*verilator public_flat_rw*/;
 
   // ---------------------------------------------------------------- the descriptor
   tsr_pkg::desc_t desc;

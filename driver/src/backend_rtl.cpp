@@ -47,6 +47,7 @@ class RtlBackend final : public Backend {
     ::signal(SIGPIPE, SIG_IGN);  // a dead simulator shows up as EPIPE, not as our death
     // Options first: a bad value is bad usage whether or not the simulator is there.
     const uint64_t init_seed = option_number(spec, "init_seed", 1, 0, INT32_MAX);
+    const uint64_t counter_start = option_number(spec, "counter_start", 0, 0, UINT64_MAX);
     const std::string exe = find_simulator();
     if (!fs::exists(exe))
       throw DeviceError(fmt::format("{}: simulator '{}' not found (build tessera-sim or set TESSERA_SIM)", name_, exe));
@@ -63,6 +64,7 @@ class RtlBackend final : public Backend {
     if (spec.options.count("trace")) args.insert(args.end(), {"--trace", spec.options.at("trace")});
     if (spec.option("scoreboard", "1") == "0") args.push_back("--no-scoreboard");
     args.insert(args.end(), {"--init-seed", std::to_string(init_seed)});
+    if (counter_start) args.insert(args.end(), {"--counter-start", std::to_string(counter_start)});
 
     int to_sim[2], from_sim[2];
     if (::pipe2(to_sim, O_CLOEXEC) || ::pipe2(from_sim, O_CLOEXEC))

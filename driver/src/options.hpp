@@ -22,7 +22,8 @@ struct SimOptions {
 };
 
 // The options only the rtl backend takes (make_rtl_backend; describe_simulated checks them too).
-inline const std::set<std::string> kRtlOptions = {"mem_w_first", "slverr", "trace", "scoreboard", "init_seed"};
+inline const std::set<std::string> kRtlOptions = {"mem_w_first", "slverr", "trace", "scoreboard", "init_seed",
+                                                    "counter_start"};
 
 // The number option `key` of `spec` in [lo, hi], or `fallback` when absent; else a UsageError.
 uint64_t option_number(const DeviceSpec& spec, const std::string& key, uint64_t fallback, uint64_t lo, uint64_t hi);

@@ -510,6 +510,35 @@ TEST_CASE("cosim corners: the registers at power-on and a GEMM without a soft re
   }
 }
 
+TEST_CASE("cosim corners: the counters across a carry into their high words", "[cosim][corners]") {
+  // Every counter starts just short of 2^32 (counter_start; reset=none, as a soft reset clears them).
+  // A GEMM carries the busy, MAC and byte counters into their high words, and their deltas, read
+  // low word first, must still equal the models' (Mirror::run). Then the latch: BUSY's low word
+  // read just before a carry, its high word after it, twice: both reads give the latched word.
+  std::mt19937_64 rng(41);
+  const uint64_t start = (uint64_t{1} << 32) - 2;
+  const std::string device = rtl("small") + "&reset=none&counter_start=" + std::to_string(start);
+  {
+    Mirror mx(device);
+    const driver::Counters before = mx.device().counters();
+    CHECK(before.busy_cycles == start);
+    CHECK(before.spad_read_bytes == start);
+    mx.run({mx.gemm({.m = 9, .n = 9, .k = 40, .bias = true, .acc = true}, rng)});
+    const driver::Counters after = mx.device().counters();
+    for (const uint64_t c : {after.busy_cycles, after.macs, after.read_bytes, after.write_bytes, after.spad_read_bytes})
+      CHECK(c >> 32 == 1);
+  }
+  Mirror mx(device);
+  driver::Backend& regs = mx.device().backend();
+  REQUIRE(regs.csr_read(spec::csr::CNT_BUSY_LO) == static_cast<uint32_t>(start));
+  Descriptor nop;
+  nop.opcode = static_cast<uint8_t>(spec::Opcode::kNop);
+  mx.device().wait(mx.device().submit(std::vector{nop, nop}));
+  CHECK(regs.csr_read(spec::csr::CNT_BUSY_HI) == 0);
+  CHECK(regs.csr_read(spec::csr::CNT_BUSY_HI) == 0);
+  REQUIRE(mx.device().counters().busy_cycles >> 32 == 1);  // the carry happened
+}
+
 // ---------------------------------------------------------------- BF16 near fp32's smallest
 
 namespace {

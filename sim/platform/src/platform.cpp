@@ -152,6 +152,8 @@ class PlatformImpl final : public Platform {
     run(4);
     rst_n_.write(true);
     run(2);
+    if (cfg.counter_start)
+      for (uint32_t i = 0; i < spec::kNumCounters; ++i) dut_.rootp->tsr_top__DOT__u_ctrl__DOT__cnt_q[i] = cfg.counter_start;
   }
 
   ~PlatformImpl() override {

@@ -116,6 +116,8 @@ extern "C" int sc_main(int argc, char* argv[]) {
       ("seed", po::value(&cfg.seed)->default_value(uint64_t{1}), "seed for random faults")
       ("init-seed", po::value(&cfg.init_seed)->default_value(cfg.init_seed),
        "seed of the power-on values of state without a reset; 0 = all zeros")
+      ("counter-start", po::value(&cfg.counter_start)->default_value(0),
+       "the value of every performance counter after the power-on reset")
       ("no-scoreboard", "do not check writes against the golden model")
       ("trace", po::value(&cfg.trace_path), "write an FST waveform to this file");
   try {

@@ -28,6 +28,9 @@ struct PlatformConfig {
   // The power-on values of flops and memories that no reset sets (Verilator --x-initial unique):
   // drawn from this seed, so that state the reset misses shows; 0: all zeros.
   uint32_t init_seed = 1;
+  // Every performance counter's value after the power-on reset (a soft reset still clears them):
+  // near 2^32, a test sees each carry into the high word without 2^32 cycles.
+  uint64_t counter_start = 0;
 };
 
 struct ScoreboardReport {
