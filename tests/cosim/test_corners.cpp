@@ -537,6 +537,9 @@ TEST_CASE("cosim corners: the counters across a carry into their high words", "[
   CHECK(regs.csr_read(spec::csr::CNT_BUSY_HI) == 0);
   CHECK(regs.csr_read(spec::csr::CNT_BUSY_HI) == 0);
   REQUIRE(mx.device().counters().busy_cycles >> 32 == 1);  // the carry happened
+  // A word that is no register reads 0, the latched high word (now 1) included.
+  regs.csr_read(spec::csr::CNT_BUSY_LO);
+  CHECK(regs.csr_read(spec::csr::CNT_SPAD_RD_BYTES_HI + 8) == 0);
 }
 
 // ---------------------------------------------------------------- BF16 near fp32's smallest
@@ -585,6 +588,12 @@ TEST_CASE("cosim corners: BF16 sums near fp32's smallest normal plus zero and su
   descs.push_back(bf16_gemm(
       mx, rng, {.m = 5, .n = 7, .k = 3, .bias = true, .acc = true}, [] { return 0u; }, {},
       [&] { return odd_normals[i++ % std::size(odd_normals)]; }, [&] { return zeros_and_subnormals[i++ % 2]; }));
+  // Zero plus a C_in just above the smallest normal, plus a bias of +-2^-126: where the signs
+  // differ the sum falls below 2^-126 and must flush to a zero (of its sign), not keep its bits.
+  const uint32_t near_smallest[] = {0x00800001u, 0x00c00000u, 0x00ffffffu, 0x80800003u, 0x80a00000u, 0x80fffffeu};
+  descs.push_back(bf16_gemm(
+      mx, rng, {.m = 5, .n = 6, .k = 3, .bias = true, .acc = true}, [] { return 0u; }, {},
+      [&] { return near_smallest[i++ % std::size(near_smallest)]; }, [&] { return i++ % 2 ? 0x80800000u : 0x00800000u; }));
   mx.run(descs);
 }
 
@@ -618,6 +627,51 @@ TEST_CASE("cosim corners: BF16 infinities against opposite infinities and huge v
   mx.run(descs);
 }
 
+TEST_CASE("cosim corners: BF16 sums whose rounding carries into the next power of two", "[cosim][corners][bf16]") {
+  // A sum of 24 ones (1.111...1) plus half its last place or a little more rounds up to 2^(e+1):
+  // the significand's carry must raise the exponent by exactly one. In the PEs: row i of A holds
+  // 1.1111111 x 2^0, 2^-8 and 2^-16 and 1.x x 2^-24, in an order of its own, all times +-2^e_i (row 0
+  // at bf16's largest exponent, where the carry gives an infinity); B's columns are +-1. In the
+  // epilogue: C_in of 24 ones plus a bias of half its last place or a little more, of its sign.
+  const uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  Mirror mx(rtl("small"));
+  REQUIRE(mx.config().bf16);
+  const auto bf16 = [](uint32_t sign, int exp, uint32_t mantissa) {
+    return sign << 15 | static_cast<uint32_t>(exp + 127) << 7 | mantissa;
+  };
+  const Values zero = [] { return 0u; };
+  std::vector<Descriptor> descs;
+  for (const bool bf16_out : {false, true}) {
+    const test::Shape s{.m = 9, .n = 7, .k = 4, .bias = true, .acc = true, .bf16 = true, .bf16_out = bf16_out};
+    const Descriptor d = mx.gemm(s, rng);
+    descs.push_back(d);
+    std::vector<uint32_t> a(uint64_t{d.m} * d.lda / 2, 0);
+    for (uint32_t i = 0; i < d.m; ++i) {
+      const int e = i == 0 ? 127 : std::uniform_int_distribution<int>(-100, 126)(rng);
+      const uint32_t sign = rng() % 2;
+      const auto row = a.begin() + i * d.lda / 2;
+      row[0] = bf16(sign, e, 0x7f), row[1] = bf16(sign, e - 8, 0x7f), row[2] = bf16(sign, e - 16, 0x7f);
+      row[3] = bf16(sign, e - 24, static_cast<uint32_t>(rng() % 3));
+      std::shuffle(row, row + d.k, rng);
+    }
+    size_t next = 0;
+    uint32_t column = 0;
+    mx.fill_values(d.a_addr, a.size() * 2, 2, [&] { return a[next++]; });
+    mx.fill_values(d.b_addr, uint64_t{d.k} * d.ldb, 2, [&] { return bf16(column++ % 2, 0, 0); });
+    mx.fill_values(d.cin_addr, uint64_t{d.m} * d.ldcin, 4, zero);
+    mx.fill_values(d.bias_addr, 4ull * d.n, 4, zero);
+    for (const uint32_t exp : {25u, 127u, 254u}) {  // the bias's exponent is exp - 24
+      const uint32_t sign = static_cast<uint32_t>(rng() % 2) << 31;
+      descs.push_back(bf16_gemm(
+          mx, rng, s, zero, {}, [&] { return sign | exp << 23 | 0x7fffffu; },
+          [&] { return sign | (exp - 24) << 23 | static_cast<uint32_t>(rng() % 3) << 21; }));
+    }
+  }
+  mx.run(descs);
+}
+
 // ---------------------------------------------------------------- where the schedule changes
 
 // These change no byte of C, only when the engine does what: the busy counter, held to the timing
@@ -625,16 +679,20 @@ TEST_CASE("cosim corners: BF16 infinities against opposite infinities and huge v
 
 TEST_CASE("cosim corners: BF16 A rows at the quarter-bank boundary and one past", "[cosim][corners][bf16]") {
   // A BF16 A row of up to k_max / 2 bytes (K <= k_max / 4) rings through four A slots, a longer one
-  // through two (tsr_int_pkg::a_quad). C_in keeps A from staying resident.
+  // through two (tsr_int_pkg::a_quad); their schedules differ (on the small preset by 3% at
+  // K = k_max / 4). M of five row blocks keeps A from staying resident, and each GEMM runs on a
+  // fresh device, where the busy counter must equal the timing model's. The same with C_in, whose
+  // two slots pace the tiles whatever A has.
   std::mt19937_64 rng(39);
-  Mirror mx(rtl("small"));
-  const EngineConfig& cfg = mx.config();
-  REQUIRE(cfg.bf16);
-  const uint32_t quarter = cfg.k_max / 4;
-  for (const uint32_t k : {quarter, quarter + 1}) {
-    INFO("K " << k);
-    mx.run({mx.gemm({.m = 4 * cfg.rows + 1, .n = 2 * cfg.cols, .k = k, .acc = true, .bf16 = true}, rng)});
-  }
+  for (const bool acc : {false, true})
+    for (const uint32_t quarter_plus : {0u, 1u}) {
+      Mirror mx(rtl("small"));
+      const EngineConfig& cfg = mx.config();
+      REQUIRE(cfg.bf16);
+      const uint32_t k = cfg.k_max / 4 + quarter_plus;
+      INFO("K " << k << (acc ? ", with C_in" : ""));
+      mx.run({mx.gemm({.m = 4 * cfg.rows + 1, .n = 2 * cfg.cols, .k = k, .acc = acc, .bf16 = true}, rng)});
+    }
 }
 
 TEST_CASE("cosim corners: FOLD with an empty lower band under a slow store", "[cosim][corners]") {
