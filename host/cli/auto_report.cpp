@@ -1,9 +1,14 @@
 #include "auto_report.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
+
+#include "run_report.hpp"
 
 namespace tessera::cli {
 
@@ -51,6 +56,36 @@ nlohmann::ordered_json totals(const Prediction& p, RunPhase phase) {
     j["decode_s_per_token"] = p.total() / double(s.size());
   }
   return j;
+}
+
+// The plan's devices' own times, the host's work left out (CostModel without host_ops), in cycles
+// at the clock, summed over the workload's steps, stages and microbatches; beside the cycles each
+// device counted in the run. Empty where a device of the plan counts no cycles (a CPU, a GPU).
+nlohmann::ordered_json device_cycles_json(const RunArgs& ra, const std::vector<const RunSummary*>& ran) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  const AutoPlan& a = *ra.auto_plan;
+  std::vector<PlanDevice> devices;
+  int ranks = 1;
+  for (const Stage& st : a.plan.stages)
+    for (const PlanDevice& d : st.devices) {
+      if (!d.accelerator()) return out;
+      devices.push_back(d);
+      ranks = std::max(ranks, d.rank + 1);
+    }
+  LinkCosts free_links;  // all-reduces are host work too: none of the devices' time
+  for (int k = 2; k <= ranks; ++k) free_links.allreduce[k][1] = 0;
+  const CostModel own(ra.cfg, devices, ra.costs->workload(), ra.costs->clock_mhz(), /*host_ops=*/false, free_links);
+  std::map<std::string, double> predicted;
+  for (const auto& step : own.predict(a.plan, a.microbatches).stages)
+    for (const auto& stage : step)
+      for (const Prediction::StageTime& mb : stage)
+        for (const auto& [label, seconds] : mb.lanes) predicted[label] += seconds * own.clock_mhz() * 1e6;
+  std::map<std::string, uint64_t> counted;
+  for (const RunSummary* sum : ran)
+    for (const OpRow& r : sum->rows) counted[r.device] += r.cost.cycles;
+  for (const PlanDevice& d : devices)
+    out.push_back({{"device", d.label}, {"predicted", std::llround(predicted[d.label])}, {"counted", counted[d.label]}});
+  return out;
 }
 
 }  // namespace
@@ -146,12 +181,14 @@ void print_auto_plan(const RunArgs& ra) {
   std::cout << fmt::format("searched {} plans in {:.2f} s\n", a.candidates, a.search_seconds);
 }
 
-nlohmann::ordered_json auto_check_json(const RunArgs& ra, const std::vector<AutoCheck>& checks) {
+nlohmann::ordered_json auto_check_json(const RunArgs& ra, const std::vector<AutoCheck>& checks,
+                                       const std::vector<const RunSummary*>& ran) {
   nlohmann::ordered_json j = auto_plan_json(ra);
   nlohmann::ordered_json c = nlohmann::ordered_json::array();
   for (const AutoCheck& k : checks)
     c.push_back({{"what", k.what}, {"predicted_s", k.predicted}, {"measured_s", k.measured}, {"error", k.error()}});
   j["checks"] = c;
+  j["device_cycles"] = device_cycles_json(ra, ran);
   return j;
 }
 

@@ -223,7 +223,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
         {"ops", ops},
         {"energy", {{"prefill", energy_json(prefill, ra, n)}, {"decode", energy_json(decode, ra, decoded)}}},
         {"roofline", roofline}};
-    if (ra.auto_plan) j["auto"] = auto_check_json(ra, checks);
+    if (ra.auto_plan) j["auto"] = auto_check_json(ra, checks, {&prefill, &decode});
     if (compared)
       compared->push_back(std::move(j));
     else

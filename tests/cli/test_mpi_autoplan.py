@@ -1,27 +1,33 @@
 #!/usr/bin/env python3
 """--plan auto under mpirun: the ranks time their all-reduces, rank 0 plans, every rank runs its
-plan; the run's time per batch on the devices' clocks within 5% of the prediction, the traffic as
-the plan predicts, and bad input stopping every rank with exit 2.
+plan; every device on a rank of the run, every accelerator counting the cycles predicted for it, the
+ranks of a stage counting its all-reduces alike, the traffic as the plan predicts, and bad input
+stopping every rank with exit 2.
 
 usage: test_mpi_autoplan.py MPIEXEC TESSERA
-GPT-2 small's shapes, batch 4 of 32 tokens, a model device per rank, at 25 MHz (the host's GELU,
-whose time varies from run to run on a shared machine, is then a small part of a lane; see
-test_autoplan.py). The prediction is held to 5% where the ranks have a core each: with more ranks
-than cores, the run's all-reduces take longer than the planner's timing of them, by an amount that
-varies with the scheduling (docs/SCALEOUT.md)."""
+GPT-2 small's shapes, batch 4 of 32 tokens, a model device per rank. (The time per batch against the
+prediction is a figure of scripts/bench-scaling --auto: with more ranks than cores, the run's
+all-reduces take longer than the planner's timing of them, by an amount that varies with the
+scheduling; docs/SCALEOUT.md.)"""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checks import check, finish  # noqa: E402 (the tests' shared module)
+from checks import check, every, finish  # noqa: E402 (the tests' shared module)
 
 MPIEXEC, TESSERA = sys.argv[1], sys.argv[2]
 os.environ["TESSERA_CALIBRATION_DIR"] = tempfile.mkdtemp()  # none of the user's calibrations
-GPT2_SMALL = ["--model", "random:12,768,12,50257,1024", "--batch", "4", "--seq", "32", "--clock-mhz", "25"]
+GPT2_SMALL = ["--model", "random:12,768,12,50257,1024", "--batch", "4", "--seq", "32"]
+
+
+def rank_of(device):
+    m = re.match(r"r(\d+):", device)
+    return int(m.group(1)) if m else None
 
 
 def mpirun(n, *args):
@@ -34,20 +40,29 @@ for n in (2, 4):
     check(f"{n} ranks: run --plan auto exits 0", r.returncode == 0, r.stderr[-2000:])
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     auto = j.get("auto", {})
-    checks = auto.get("checks", [])
-    print(f"{n} ranks: plan {auto.get('plan')}, {auto.get('microbatches')} microbatch(es):",
-          [(c["what"], round(c["predicted_s"], 6), round(c["measured_s"], 6)) for c in checks])
-    check(f"{n} ranks: the plan puts every device on a rank of the run",
-          bool(auto) and all(d["device"].startswith(f"r{k}:") for st in auto["stages"] for d in st["devices"]
-                             for k in [int(d["device"][1:d["device"].index(":")])] if k < n), auto.get("plan"))
-    if n <= os.cpu_count():
-        check(f"{n} ranks: the time per batch within 5% of the prediction",
-              checks and abs(checks[0]["error"]) <= 0.05, checks)
-    # Each all-reduce counts at its fastest rank's time: the same on every rank of a stage.
-    allreduce = {o["device"].split(":")[0]: o["seconds"] for o in j.get("ops", []) if o["op"] == "allreduce"}
-    stage_ranks = [{d["device"].split(":")[0] for d in st["devices"]} for st in auto.get("stages", [])]
-    check(f"{n} ranks: the ranks of a stage count its all-reduces the same time",
-          all(len({allreduce.get(r) for r in ranks}) == 1 for ranks in stage_ranks if len(ranks) > 1), allreduce)
+    devices = [d["device"] for st in auto.get("stages", []) for d in st["devices"]]
+    ran_on = {dev: k["rank"] for k in j.get("mpi", {}).get("ranks", []) for dev in k["devices"]}
+    print(f"{n} ranks: plan {auto.get('plan')}, {auto.get('microbatches')} microbatch(es), ran on {ran_on}")
+    check(f"{n} ranks: every device of the plan on a rank of the run, and run by the rank it names",
+          every(devices, lambda d: rank_of(d) is not None and 0 <= rank_of(d) < n and ran_on.get(d) == rank_of(d)),
+          (devices, ran_on))
+    cycles = auto.get("device_cycles", [])
+    check(f"{n} ranks: every device counted the cycles predicted for it",
+          sorted(c["device"] for c in cycles) == sorted(devices)
+          and every(cycles, lambda c: c["predicted"] == c["counted"] > 0), cycles)
+    # Each all-reduce counts at its fastest rank's time: the same on every rank of a stage. The
+    # ranks that all-reduce are exactly those of the stages that span ranks.
+    allreduce = {}
+    for o in j.get("ops", []):
+        if o["op"] == "allreduce":
+            allreduce.setdefault(rank_of(o["device"]), []).append((o["calls"], o["bytes"], o["seconds"]))
+    spanning = [{rank_of(d["device"]) for d in st["devices"]} for st in auto.get("stages", [])]
+    spanning = [ranks for ranks in spanning if len(ranks) > 1]
+    check(f"{n} ranks: the ranks of a stage count its all-reduces alike (calls, bytes, time), and only they "
+          "all-reduce", set(allreduce) == set().union(*spanning)
+          and all(len({tuple(allreduce.get(k, [])) for k in ranks}) == 1 for ranks in spanning), allreduce)
+    if not spanning:
+        print(f"     {n} ranks: no stage spans ranks, so no all-reduce to compare")
     ranks = j.get("mpi", {}).get("ranks", [])
     check(f"{n} ranks: every rank sent what the plan predicts",
           len(ranks) == n and all(k["bytes_sent"] == k["predicted_bytes_sent"] for k in ranks), json.dumps(ranks))
