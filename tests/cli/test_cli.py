@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checks import check, finish  # noqa: E402 (the tests' shared module)
+from checks import check, finish, reference_agrees  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
 WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
@@ -302,8 +302,8 @@ check("generate: ops per phase and device, accelerator time from cycles",
       and all(o["time"] == "cycles / clock" for o in j.get("ops", []) if o["device"] == "model:0"))
 check("generate: the KV caches' bytes (2 layers x keys and values x width 64 x 7 positions x fp32)",
       j.get("kv_cache_bytes") == 2 * 2 * 64 * 7 * 4, j.get("kv_cache_bytes"))
-check("generate: the CPU's ids beside them, with the first divergence (or none)",
-      "generated_ids" in j.get("reference", {}) and "first_divergence" in j.get("reference", {}))
+check("generate: the CPU's ids beside them, the first divergence where they part (or none), the first token agreeing",
+      reference_agrees(j), json.dumps(j.get("reference")) + str(j.get("generated_ids")))
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",
         "--max-new-tokens", "4", "--plan", "0-1@cpu", "--temperature", "0.9", "--top-k", "50", "--seed", "4")
 check("generate text: the prompt streamed with the new text, then the per-phase table and rates",

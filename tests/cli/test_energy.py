@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checks import check, finish  # noqa: E402 (the tests' shared module)
+from checks import check, every, finish  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
 PLAN = "0@model;1@cuda?gpu=h200&projected=1"  # an accelerator stage and a projected GPU stage
@@ -37,17 +37,20 @@ j = run_json()
 if j:
     ops = j["ops"]
     energy = j["energy"]
-    kinds = {o["device"]: o.get("energy") for o in ops}
-    check("accelerator ops are modelled", kinds.get("model:0") == "modelled", kinds)
-    check("projected GPU ops are projected", all(k == "projected" for d, k in kinds.items() if d.startswith("cuda")),
-          kinds)
+    kinds = {}  # every label each device's ops carry
+    for o in ops:
+        kinds.setdefault(o["device"], set()).add(o.get("energy"))
+    check("accelerator ops are modelled, every one", kinds.get("model:0") == {"modelled"}, kinds)
+    gpu_kinds = [k for d, k in kinds.items() if d.startswith("cuda")]
+    check("projected GPU ops are projected, every one", every(gpu_kinds, lambda k: k == {"projected"}), kinds)
     check("the host has no energy figure", "energy_j" not in next(o for o in ops if o["device"] == "host")
           and energy["not_counted"] == ["host"], energy["not_counted"])
-    check("no figure says measured", all(o.get("energy") in KINDS | {None} for o in ops)
-          and all(d["energy"] in KINDS for d in energy["devices"]))
+    check("no figure says measured", every(ops, lambda o: o.get("energy") in KINDS | {None})
+          and every(energy["devices"], lambda d: d["energy"] in KINDS))
     check("every device's figure names its source",
-          all(d["source"].startswith(d["energy"] + ":") for d in energy["devices"]), energy["devices"])
-    split_ok = all(close(sum(o["energy_split"].values()), o["energy_j"]) for o in ops if o.get("energy") == "modelled")
+          every(energy["devices"], lambda d: d["source"].startswith(d["energy"] + ":")), energy["devices"])
+    split_ok = every([o for o in ops if o.get("energy") == "modelled"],
+                     lambda o: close(sum(o["energy_split"].values()), o["energy_j"]))
     check("an accelerator op's split adds up to its energy", split_ok)
     total = sum(o.get("energy_j", 0) for o in ops)
     check("totals.joules is the ops' sum", close(j["totals"]["joules"], total) and close(energy["joules"], total),
@@ -62,11 +65,11 @@ if j:
           and all({"device", "op", "intensity", "achieved", "compute_ceiling", "memory_ceiling"} <= p.keys()
                   for p in roof), roof[:2])
     check("no op beats its device's compute ceiling",
-          all(p["achieved"] <= p["compute_ceiling"] * (1 + 1e-9) for p in roof))
+          every(roof, lambda p: p["achieved"] <= p["compute_ceiling"] * (1 + 1e-9)))
     accel = [p for p in roof if p["device"] == "model:0"]
     hz = j["clock_mhz"] * 1e6
     check("the accelerator's ceilings are 2 R C and a beat per cycle at its clock",
-          all(close(p["compute_ceiling"], 2 * 16 * 16 * hz) and close(p["memory_ceiling"], 32 * hz) for p in accel))
+          every(accel, lambda p: close(p["compute_ceiling"], 2 * 16 * 16 * hz) and close(p["memory_ceiling"], 32 * hz)))
     check("the clock is the default preset's estimated Fmax, said so",
           j["clock"].startswith("estimated: the default preset's Fmax") and 50 < j["clock_mhz"] < 1000, j["clock"])
     jc = run_json("--clock-mhz", "100")
@@ -115,8 +118,8 @@ if r.returncode == 0:
     b = json.loads(r.stdout)
     res = b["results"]
     check("bench has J/token and TOPS/W per result, modelled",
-          all(x["energy"] == "modelled" and x["j_per_token"] > 0 and x["tops_per_w"] > 0 for x in res)
-          and all(close(x["j_per_token"], x["joules"] / (x["batch"] * x["tokens"])) for x in res), res)
+          every(res, lambda x: x["energy"] == "modelled" and x["j_per_token"] > 0 and x["tops_per_w"] > 0
+                and close(x["j_per_token"], x["joules"] / (x["batch"] * x["tokens"]))), res)
     check("bench names its energy table", b["energy_table"] == "7nm")
 
 # scripts/plot draws the rooflines of several runs together.

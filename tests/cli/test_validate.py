@@ -31,9 +31,13 @@ for t in j.get("tests", []):
     check(f"test entry {t.get('name')} is well formed",
           set(t) == {"name", "result", "detail", "seconds"} and t["result"] in ("pass", "fail", "skip", "incomplete"),
           str(t))
+results = [t.get("result") for t in j.get("tests", [])]
 if expect == "pass":
     check("verdict pass, exit 0", j.get("result") == "pass" and r.returncode == 0,
           f"verdict {j.get('result')} exit {r.returncode}")
+    # A pass has checked something: a report of no checks, or of skips only, is no pass.
+    check("a pass is made of passed checks: at least one, and none failed or incomplete",
+          "pass" in results and not {"fail", "incomplete"} & set(results), results)
 else:
     texts = expect.split(":", 1)[1].split("|")
     failed = [t for t in j.get("tests", []) if t["result"] == "fail"]

@@ -138,21 +138,42 @@ TEST_CASE("auto plans: explicit shares parse, print and resolve", "[autoplan][pl
 
 TEST_CASE("auto plans: the search balances unequal devices and beats the even split", "[autoplan][search]") {
   const Gpt2Config cfg = small_model();
-  const auto devices = parse_devices("model:0?preset=small,model:1?preset=large");
+  const auto devices = parse_devices("model:0?preset=default,model:1?preset=large");
   const Workload w{RunPhase::kPrefill, 2, 16, 0};
   const CostModel costs(cfg, devices, w, kClockMhz, /*host_ops=*/false);
   const AutoPlan a = choose_plan(costs, devices);
   INFO(a.plan.str());
   REQUIRE(a.even);
   CHECK(a.predicted.total() <= a.even_predicted->total());
-  CHECK(a.predicted.total() == Approx(costs.predict(a.plan, a.microbatches).total()));
-  // The chosen plan reads back as it prints.
+  // The chosen plan reads back as it prints, and the plan read back predicts the search's time.
   Plan again = Plan::parse(a.plan.str());
   again.resolve(cfg);
   CHECK(again.str() == a.plan.str());
-  // Where the large preset holds a share of a stage beside the small one, it holds more of it.
-  for (const Stage& st : a.plan.stages)
-    if (st.devices.size() == 2) CHECK(st.devices[1].mlp > st.devices[0].mlp);
+  again.assign_ranks(1);
+  CHECK(costs.predict(again, a.microbatches).total() == Approx(a.predicted.total()).epsilon(1e-12));
+  // No plan of an enumeration written here beats it: each device alone, every pipeline of the two in
+  // either order, and one stage shared 1:1, 1:2 and 1:3 (the first device keeps one of the 4 heads);
+  // each with 1 and 2 microbatches.
+  const std::string s = "model:0?preset=default", l = "model:1?preset=large";
+  std::vector<std::string> others = {"0-2@" + s, "0-2@" + l};
+  for (const auto& [x, y] : {std::pair{s, l}, std::pair{l, s}})
+    for (int cut : {0, 1}) others.push_back(fmt::format("0-{}@{};{}-2@{}", cut, x, cut + 1, y));
+  for (int weight : {1, 2, 3}) others.push_back(fmt::format("0-2@{}*1+{}*{}", s, l, weight));
+  for (const std::string& text : others)
+    for (uint32_t m : {1u, 2u}) {
+      Plan other = Plan::parse(text);
+      other.resolve(cfg);
+      other.assign_ranks(1);
+      INFO(text << ", " << m << " microbatch(es)");
+      CHECK(a.predicted.total() <= costs.predict(other, m).total() * (1 + 1e-12));
+    }
+  // The large preset's array is 4 times the default one's: a stage they share gives it the larger
+  // share of the columns. Sharing must be what the search chose, or this checks nothing.
+  const auto shared = std::find_if(a.plan.stages.begin(), a.plan.stages.end(),
+                                   [](const Stage& st) { return st.devices.size() == 2; });
+  REQUIRE(shared != a.plan.stages.end());
+  CHECK(shared->devices[1].label == l);
+  CHECK(shared->devices[1].mlp > shared->devices[0].mlp);
   // With --microbatches fixed, that many.
   CHECK(choose_plan(costs, devices, 2).microbatches == 2);
 }
