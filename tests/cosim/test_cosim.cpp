@@ -112,7 +112,7 @@ TEST_CASE("cosim: -128 and 127 extremes at K = k_max with saturation and wraparo
   mx.run({big, sat});
 }
 
-TEST_CASE("cosim: output rows that straddle a 4 KB page", "[cosim]") {
+TEST_CASE("cosim: output rows that straddle a 4 KB page", "[cosim][large]") {
   // Large preset: a row block of 32 int32 is 128 bytes, wider than the 64-byte alignment. With a
   // row pitch of 4160 bytes, row m starts 64 * m bytes into its page, so row 63 crosses a page.
   std::mt19937_64 rng(18);
@@ -171,7 +171,7 @@ TEST_CASE("cosim: random GEMMs with a memory that takes write data before its ad
 }
 TEST_CASE("cosim: random GEMMs on the small preset", "[cosim][random]") { random_gemms("small", 60, 40, 300); }
 TEST_CASE("cosim: random GEMMs on the default preset", "[cosim][random]") { random_gemms("default", 40, 100, 600); }
-TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random]") { random_gemms("large", 20, 120, 400); }
+TEST_CASE("cosim: random GEMMs on the large preset", "[cosim][random][large]") { random_gemms("large", 20, 120, 400); }
 
 TEST_CASE("cosim: small GEMMs back to back with A loaded once", "[cosim][random]") {
   // Without C_in, row blocks that fit in the A banks are loaded in the first column block and read
@@ -217,7 +217,7 @@ void fold_gemms(const std::string& preset) {
 
 TEST_CASE("cosim: FOLD GEMMs among normal ones on the small preset", "[cosim][random]") { fold_gemms("small"); }
 TEST_CASE("cosim: FOLD GEMMs among normal ones on the default preset", "[cosim][random]") { fold_gemms("default"); }
-TEST_CASE("cosim: FOLD GEMMs among normal ones on the large preset", "[cosim][random]") { fold_gemms("large"); }
+TEST_CASE("cosim: FOLD GEMMs among normal ones on the large preset", "[cosim][random][large]") { fold_gemms("large"); }
 
 // ---------------------------------------------------------------- BF16
 
@@ -249,7 +249,7 @@ void bf16_gemms(const std::string& preset, int count, uint32_t max_mn, uint32_t 
 
 TEST_CASE("cosim: BF16 GEMMs among int8 ones on the small preset", "[cosim][random][bf16]") { bf16_gemms("small", 40, 40, 300); }
 TEST_CASE("cosim: BF16 GEMMs among int8 ones on the default preset", "[cosim][random][bf16]") { bf16_gemms("default", 24, 100, 400); }
-TEST_CASE("cosim: BF16 GEMMs among int8 ones on the large preset", "[cosim][random][bf16]") { bf16_gemms("large", 12, 120, 300); }
+TEST_CASE("cosim: BF16 GEMMs among int8 ones on the large preset", "[cosim][random][bf16][large]") { bf16_gemms("large", 12, 120, 300); }
 
 TEST_CASE("cosim: BF16 at K = k_max / 2 with every kind of operand", "[cosim][bf16]") {
   std::mt19937_64 rng(19);
