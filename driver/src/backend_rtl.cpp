@@ -162,13 +162,18 @@ class RtlBackend final : public Backend {
   [[noreturn]] void died() {
     int status = 0;
     std::string how = "closed its pipe";
+    bool refused = false;
     if (const pid_t pid = pid_.exchange(-1); pid > 0 && ::waitpid(pid, &status, 0) == pid) {
       how = WIFSIGNALED(status) ? fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
                                 : fmt::format("exited with status {}", WEXITSTATUS(status));
+      refused = WIFEXITED(status) && WEXITSTATUS(status) == 2 && mem_size_ == 0;  // before its hello
     }
     ::close(in_);
     ::close(out_);
     in_ = out_ = -1;
+    // A simulator that refused its options at start (a preset it was not built with) is bad usage;
+    // it has said why on stderr.
+    if (refused) throw UsageError(fmt::format("{}: the RTL simulator refused the device's options (its reason is above)", name_));
     throw DeviceError(fmt::format("{}: the RTL simulator process {}", name_, how));
   }
 
@@ -179,6 +184,34 @@ class RtlBackend final : public Backend {
 };
 
 }  // namespace
+
+std::vector<std::string> rtl_presets() {
+  const std::string exe = find_simulator();
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC)) throw DeviceError(fmt::format("pipe: {}", std::strerror(errno)));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::string arg0 = exe, arg1 = "--presets";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; rc == 0 && (n = ::read(out[0], buf, sizeof buf)) != 0;)
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+    else if (errno != EINTR) break;
+  ::close(out[0]);
+  int status = 0;
+  if (rc != 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw DeviceError(fmt::format("cannot ask the RTL simulator '{}' for its presets", exe));
+  std::vector<std::string> names;
+  for (size_t pos = 0, end; (end = text.find('\n', pos)) != std::string::npos; pos = end + 1)
+    names.push_back(text.substr(pos, end - pos));
+  return names;
+}
 
 std::unique_ptr<Backend> make_rtl_backend(const DeviceSpec& spec) {
   const SimOptions o = SimOptions::parse(spec, kRtlOptions);

@@ -90,6 +90,13 @@ int devices(const std::vector<std::string>& args) {
     auto j = probe_engine(spec);
     j["kind"] = std::string(spec).substr(0, std::string(spec).find(':'));
     j["presets"] = presets;
+    // The simulator has the presets its build verilated (the default test tier's: small, default);
+    // one that cannot say (a TESSERA_SIM from before it could) lists none.
+    if (j["kind"] == "rtl" && j["available"].get<bool>()) try {
+        j["presets"] = driver::rtl_presets();
+      } catch (const driver::DeviceError&) {
+        j.erase("presets");
+      }
     list.push_back(j);
   }
   for (auto& x : probe_xdma()) {

@@ -337,6 +337,15 @@ check("devices: no FPGA card here, said plainly", kinds.get("xdma", {}).get("ava
       and "card" in kinds.get("xdma", {}).get("reason", ""))
 if WITH_RTL:
     check("devices: rtl available", kinds.get("rtl", {}).get("available") is True, kinds.get("rtl"))
+    # The simulator's presets: those its build verilated (a default-tier build has no large one); a
+    # preset it lacks is bad usage that says how to build it.
+    spec_presets, rtl_presets = kinds.get("model", {}).get("presets", []), kinds.get("rtl", {}).get("presets", [])
+    check("devices: rtl lists the presets its simulator has, among the spec's, the small one always",
+          "small" in rtl_presets and set(rtl_presets) <= set(spec_presets), (rtl_presets, spec_presets))
+    for preset in sorted(set(spec_presets) - set(rtl_presets)):
+        r = run("gemm", "--device", f"rtl?preset={preset}", "--m", "4", "--n", "4", "--k", "4")
+        check(f"gemm on rtl?preset={preset}, which this build has not verilated: exit 2, saying how to build it",
+              r.returncode == 2 and "TESSERA_TEST_TIER=full" in r.stderr, (r.returncode, r.stderr[-500:]))
 
 VALIDATE_KEYS = {"schema_version", "device", "level", "result", "tests"}
 r = run("validate", "--device", "model", "--json")

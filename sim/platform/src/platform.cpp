@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <systemc.h>  // Verilator's SystemC headers expect its global names
 #include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
@@ -314,7 +315,18 @@ std::unique_ptr<Platform> Platform::create(const PlatformConfig& cfg) {
   if (cfg.preset == name) return std::make_unique<PlatformImpl<model, bits>>(cfg, engine);
   TESSERA_PRESETS
 #undef TESSERA_PRESET
-  throw std::invalid_argument(fmt::format("preset '{}' has no Verilated model in this build", cfg.preset));
+  throw std::invalid_argument(fmt::format(
+      "preset '{}' has no Verilated model in this build (it has {}); a build for the full test tier has every "
+      "preset (-DTESSERA_TEST_TIER=full, as scripts/test --full configures it)",
+      cfg.preset, fmt::join(presets(), ", ")));
+}
+
+std::vector<std::string> Platform::presets() {
+  std::vector<std::string> names;
+#define TESSERA_PRESET(model, name, bits) names.push_back(name);
+  TESSERA_PRESETS
+#undef TESSERA_PRESET
+  return names;
 }
 
 }  // namespace tessera

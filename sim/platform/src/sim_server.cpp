@@ -104,6 +104,7 @@ extern "C" int sc_main(int argc, char* argv[]) {
   po::options_description opts("tessera-sim options");
   opts.add_options()
       ("help", "this text")
+      ("presets", "print the presets this simulator has, one a line, and exit")
       ("preset", po::value(&cfg.preset)->default_value("default"), "engine preset")
       ("mem-mb", po::value<uint64_t>()->default_value(256), "device memory in MiB")
       ("mem-latency", po::value(&cfg.mem.latency)->default_value(cfg.mem.latency), "memory latency in cycles")
@@ -128,6 +129,12 @@ extern "C" int sc_main(int argc, char* argv[]) {
       std::cerr << opts << "\n";
       return 0;
     }
+    if (vm.count("presets")) {
+      std::string names;
+      for (const std::string& p : Platform::presets()) names += p + "\n";
+      write_all(names.data(), names.size());
+      return 0;
+    }
     cfg.mem_bytes = vm["mem-mb"].as<uint64_t>() << 20;
     cfg.scoreboard = !vm.count("no-scoreboard");
     if (!slverr.empty()) cfg.mem.slverr_addr = std::stoull(slverr, nullptr, 0);
@@ -138,6 +145,6 @@ extern "C" int sc_main(int argc, char* argv[]) {
     return serve(*platform);
   } catch (const std::exception& e) {
     std::cerr << "tessera-sim: " << e.what() << "\n";
-    return 2;
+    return 2;  // its options refused: the driver makes this bad usage, not a failed device
   }
 }

@@ -227,6 +227,9 @@ class Device {
 
 std::unique_ptr<Backend> make_model_backend(const DeviceSpec& spec);
 std::unique_ptr<Backend> make_rtl_backend(const DeviceSpec& spec);
+// The presets the rtl backend's simulator has (tessera-sim --presets): a build for the default test
+// tier verilates small and default only. Throws DeviceError where the simulator cannot be run.
+std::vector<std::string> rtl_presets();
 std::unique_ptr<Backend> make_xdma_backend(const DeviceSpec& spec);
 
 }  // namespace tessera::driver

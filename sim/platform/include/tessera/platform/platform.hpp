@@ -47,6 +47,8 @@ class Platform {
   // Builds and elaborates the platform; throws std::invalid_argument for an unknown preset and
   // std::logic_error if this process already elaborated one.
   static std::unique_ptr<Platform> create(const PlatformConfig& cfg);
+  // The presets this build verilated (a build for the default test tier has no large one).
+  static std::vector<std::string> presets();
   virtual ~Platform() = default;
 
   virtual const EngineConfig& engine() const = 0;
