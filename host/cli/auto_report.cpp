@@ -60,7 +60,8 @@ nlohmann::ordered_json totals(const Prediction& p, RunPhase phase) {
 
 // The plan's devices' own times, the host's work left out (CostModel without host_ops), in cycles
 // at the clock, summed over the workload's steps, stages and microbatches; beside the cycles each
-// device counted in the run. Empty where a device of the plan counts no cycles (a CPU, a GPU).
+// device counted in the run. Empty unless every device of the plan is a simulated accelerator: a
+// CPU or GPU counts no cycles, and a cost model would open a card again to describe it.
 nlohmann::ordered_json device_cycles_json(const RunArgs& ra, const std::vector<const RunSummary*>& ran) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   const AutoPlan& a = *ra.auto_plan;
@@ -68,7 +69,7 @@ nlohmann::ordered_json device_cycles_json(const RunArgs& ra, const std::vector<c
   int ranks = 1;
   for (const Stage& st : a.plan.stages)
     for (const PlanDevice& d : st.devices) {
-      if (!d.accelerator()) return out;
+      if (d.kind != "model" && d.kind != "rtl") return out;
       devices.push_back(d);
       ranks = std::max(ranks, d.rank + 1);
     }

@@ -25,9 +25,9 @@ struct AutoCheck {
 struct RunSummary;
 // `ran`: the run's summaries (a generation's prefill and decode), for "device_cycles": each
 // accelerator's cycles as the planner's device costs predict them (without the host's work) beside
-// the cycles it counted. Given where every device of the plan is an accelerator; the timing model
-// is exact on model devices, so there the two are equal: what tests hold the planner to, where the
-// wall-clock time per batch (the checks) depends on the machine.
+// the cycles it counted. Given where every device of the plan is a model or rtl device; the timing
+// model is exact on model devices, so there the two are equal: what tests hold the planner to, where
+// the wall-clock time per batch (the checks) depends on the machine.
 nlohmann::ordered_json auto_check_json(const RunArgs& ra, const std::vector<AutoCheck>& checks,
                                        const std::vector<const RunSummary*>& ran);
 std::string auto_check_text(const RunArgs& ra, const std::vector<AutoCheck>& checks);

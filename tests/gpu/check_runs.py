@@ -50,7 +50,7 @@ def run(name, plan, precision, *args):
     if energy and all(d["energy"] == "measured" for d in energy.values()):
         check(f"{name}: GPU energy measured through NVML, a plausible power",
               every(energy.items(), lambda e: 0 < e[1]["joules"] and
-                    10 < e[1]["joules"] / sum(o["seconds"] for o in gpu if o["device"] == e[0]) < 2000),
+                    10 < e[1]["joules"] / max(sum(o["seconds"] for o in gpu if o["device"] == e[0]), 1e-12) < 2000),
               json.dumps(energy))
     elif energy:
         print(f"     GPU energy not measured: {json.dumps(energy)}")
