@@ -42,6 +42,7 @@ struct Result {
   std::string energy;
   double joules = 0, clock_mhz = 0;
   std::string clock;  // where clock_mhz comes from
+  nlohmann::ordered_json cpu_threads;  // the CPU backend's, where the plan has a cpu device
   uint64_t energy_macs = 0;
   double j_per_token() const { return joules / (double(batch) * tokens); }
   double tops_per_w() const { return joules > 0 ? 2.0 * double(energy_macs) / joules / 1e12 : 0; }
@@ -65,7 +66,7 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
   p.end();
   Result r;
   r.plan = ra.plan.str(), r.precision = plan_precision(ra.plan), r.test = fmt::format("{}{}", prefill ? "pp" : "tg", tokens), r.batch = batch, r.tokens = tokens;
-  r.clock_mhz = ra.clock_mhz, r.clock = ra.clock_source;
+  r.clock_mhz = ra.clock_mhz, r.clock = ra.clock_source, r.cpu_threads = cpu_threads_json(ra.plan);
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::vector<OpRecord> log = labelled_log(p, devs, from);
   std::set<std::string> kinds, energy_kinds;
@@ -104,6 +105,7 @@ int bench(const std::vector<std::string>& args) {
       ("output,o", po::value(&format)->default_value("md"), "md, csv or json");
   ra.add_energy_option(opts);
   ra.add_clock_option(opts);
+  ra.add_cpu_threads_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (format != "md" && format != "csv" && format != "json")
@@ -140,7 +142,7 @@ int bench(const std::vector<std::string>& args) {
                       {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s()}, {"time", r.time},
                       {"joules", r.joules}, {"j_per_token", r.j_per_token()}, {"tops_per_w", r.tops_per_w()},
                       {"energy", r.energy}, {"clock_mhz", r.clock_mhz}, {"clock", r.clock},
-                      {"wall_seconds", r.wall_seconds}});
+                      {"wall_seconds", r.wall_seconds}, {"cpu_threads", r.cpu_threads}});
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
                                         {"energy_table", ra.energy_table.name}, {"results", rows}}.dump(2) << "\n";
   } else if (format == "csv") {
@@ -164,6 +166,9 @@ int bench(const std::vector<std::string>& args) {
     std::cout << fmt::format("energy: accelerators modelled from their counted actions ({} table: {}), GPUs projected "
                              "from their board power over their time; the host is not counted\n",
                              ra.energy_table.name, ra.energy_table.description);
+    std::set<std::string> threads;
+    for (size_t i = 0; i < ra.plans.size(); ++i) threads.insert(cpu_threads_text(ra.plans[i]));
+    for (const auto& t : threads) std::cout << t;
   }
   return 0;
 }

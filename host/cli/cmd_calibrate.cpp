@@ -29,8 +29,10 @@ int calibrate(const std::vector<std::string>& args) {
       ("phase", po::value(&phase_text)->default_value("prefill"), "prefill, decode or generate (as tessera plan --auto)")
       ("max-new-tokens", po::value(&new_tokens), "decode, generate: the tokens generated after the prompt")
       ("json", po::bool_switch(&ra.json), "print one JSON object");
+  ra.add_cpu_threads_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
+  ra.apply_cpu_threads(*vm);
   if (device.empty()) throw std::invalid_argument("give the device to calibrate: --device cpu or --device cuda[:i]");
   const auto devices = parse_devices(device);
   if (devices.size() != 1) throw std::invalid_argument(fmt::format("--device {}: one device", device));

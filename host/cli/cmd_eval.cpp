@@ -34,6 +34,7 @@ int eval(const std::vector<std::string>& args) {
       ("stride", po::value(&stride), "tokens between windows' starts (default: half the window)")
       ("plan", po::value(&ra.plan_text), kPlanHelp)
       ("json", po::bool_switch(&ra.json), "print one JSON object");
+  ra.add_cpu_threads_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   ra.finish(*vm);
@@ -70,7 +71,7 @@ int eval(const std::vector<std::string>& args) {
         runs.push_back({{"schema_version", 1}, {"model", ra.model}, {"text", text_path}, {"plan", ra.plan.str()},
                         {"precision", plan_precision(ra.plan)}, {"perplexity", p.perplexity}, {"nll", p.nll},
                         {"tokens", p.tokens}, {"windows", p.windows}, {"window", window}, {"stride", stride},
-                        {"wall_seconds", wall}});
+                        {"wall_seconds", wall}, {"cpu_threads", cpu_threads_json(ra.plan)}});
       return 0;
     });
     if (rc != 0) return rc;

@@ -203,7 +203,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
     nlohmann::ordered_json j = {
         {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()},
         {"precision", plan_precision(ra.plan)}, {"clock_mhz", ra.clock_mhz},
-        {"clock", ra.clock_source},
+        {"clock", ra.clock_source}, {"cpu_threads", cpu_threads_json(ra.plan)},
         {"text", as_text(text)}, {"prompt_ids", ga.prompt_ids}, {"generated_ids", g.ids},
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
         {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
@@ -241,8 +241,9 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
                                  r.energy_kind.empty() ? "" : fmt::format("{:.6g}", r.joules), r.energy_kind);
     return 0;
   }
-  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz ({})\n\n", ra.model,
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz ({})\n", ra.model,
                            cfg.layers, cfg.width, ra.plan.str(), ra.clock_mhz, ra.clock_source);
+  std::cout << cpu_threads_text(ra.plan) << "\n";
   std::cout << fmt::format("{:<8} {:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "PHASE", "DEVICE",
                            "OP", "CALLS", "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& [phase, sum] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
@@ -351,6 +352,7 @@ int generate(const std::vector<std::string>& args) {
       ("json", po::bool_switch(&ra.json), "print one JSON object");
   ra.add_energy_option(opts);
   ra.add_clock_option(opts);
+  ra.add_cpu_threads_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (vm->count("prompt") == vm->count("tokens")) throw std::invalid_argument("give --prompt or --tokens");

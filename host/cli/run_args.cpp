@@ -1,5 +1,6 @@
 #include "run_args.hpp"
 
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/gpu_projection.hpp"
 #include "tessera/driver/device.hpp"
 #include "tessera/model/parse.hpp"
@@ -38,6 +39,13 @@ void RunArgs::add_options(po::options_description& opts) {
       ("json", po::bool_switch(&json), "print one JSON object");
   add_energy_option(opts);
   add_clock_option(opts);
+  add_cpu_threads_option(opts);
+}
+
+void RunArgs::add_cpu_threads_option(po::options_description& opts) {
+  opts.add_options()("cpu-threads", po::value(&cpu_threads),
+                     "BLAS threads of every product on the cpu device (default: one for small products, the cores "
+                     "available for large ones, shared among the MPI ranks on the host)");
 }
 
 void RunArgs::add_clock_option(po::options_description& opts) {
@@ -70,6 +78,12 @@ void RunArgs::resolve_clock(const Plan& p) {
   if (clock_mhz == 0) clock_mhz = 250, clock_source = "assumed: the plan has no accelerator";
 }
 
+void RunArgs::apply_cpu_threads(const po::variables_map& vm) const {
+  if (!vm.count("cpu-threads")) return;
+  if (cpu_threads == 0) throw std::invalid_argument("--cpu-threads must be positive");
+  set_cpu_threads(cpu_threads);
+}
+
 void RunArgs::add_energy_option(po::options_description& opts) {
   opts.add_options()("energy-table", po::value(&energy_table_name)->default_value("7nm"),
                      "the accelerator's energy and area per action: 45nm, 16nm, 7nm (docs/ENERGY.md) or a table file");
@@ -77,6 +91,7 @@ void RunArgs::add_energy_option(po::options_description& opts) {
 
 void RunArgs::finish(const po::variables_map& vm) {
   if (json && csv) throw std::invalid_argument("give --json or --csv, not both");
+  apply_cpu_threads(vm);
   if (!tokens_text.empty() && (vm.count("seq") || (vm.count("batch") && !vm["batch"].defaulted())))
     throw std::invalid_argument("give either --tokens or --batch/--seq, not both");
   clock_given = vm.count("clock-mhz") > 0;
@@ -229,6 +244,24 @@ Gpt2Model RunArgs::load_model() const {
   if (model == "tiny") return Gpt2Model::tiny(seed);
   if (model.starts_with("random:")) return Gpt2Model::random(cfg, seed);
   return Gpt2Model::load(model);
+}
+
+nlohmann::ordered_json cpu_threads_json(const Plan& plan) {
+  for (const Stage& st : plan.stages)
+    for (const PlanDevice& d : st.devices)
+      if (d.kind == "cpu") {
+        const CpuThreads& t = tessera::cpu_threads();
+        return {{"threads", t.threads}, {"split_macs", t.split_macs}, {"source", t.source}};
+      }
+  return nullptr;
+}
+
+std::string cpu_threads_text(const Plan& plan) {
+  if (cpu_threads_json(plan).is_null()) return {};
+  const CpuThreads& t = tessera::cpu_threads();
+  if (!t.split_macs) return fmt::format("cpu: {} BLAS thread(s) for every product ({})\n", t.threads, t.source);
+  return fmt::format("cpu: {} BLAS thread(s) for products of {} multiply-adds or more, one for smaller ones ({})\n",
+                     t.threads, t.split_macs, t.source);
 }
 
 std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option) {

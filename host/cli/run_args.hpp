@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/autoplan.hpp"
@@ -35,10 +36,14 @@ struct RunArgs {
   std::string energy_table_name = "7nm";  // a shipped table or a file (docs/ENERGY.md)
   uint64_t seed = 1;
   bool json = false, csv = false;
+  unsigned cpu_threads = 0;        // --cpu-threads; 0: the CPU backend chooses (cpu_backend.hpp)
 
   void add_options(boost::program_options::options_description& opts);
   void add_energy_option(boost::program_options::options_description& opts);  // generate and bench too
   void add_clock_option(boost::program_options::options_description& opts);   // likewise
+  void add_cpu_threads_option(boost::program_options::options_description& opts);  // likewise, and eval
+  // Sets the CPU backend's threads where --cpu-threads was given (finish() calls it).
+  void apply_cpu_threads(const boost::program_options::variables_map& vm) const;
   // The accelerator clock where --clock-mhz did not give it: the slowest estimated Fmax
   // (rtl/fmax.json) of `plan`'s accelerators' presets, or an assumed 250 MHz where none has one.
   void resolve_clock(const Plan& plan);
@@ -79,6 +84,11 @@ inline constexpr const char* kDevicesHelp =
 // The precision the plan's devices compute in: an accelerator's or a GPU's, fp32 on a CPU; "bf16+fp32"
 // where they differ.
 std::string plan_precision(const Plan& plan);
+
+// The CPU backend's threads, where `plan` has a cpu device (null where it has none), for the JSON
+// reports, and the same as a line of text (empty where it has none).
+nlohmann::ordered_json cpu_threads_json(const Plan& plan);
+std::string cpu_threads_text(const Plan& plan);
 
 // Comma-separated token ids ("464,3290"); std::invalid_argument names `option` and the bad item.
 std::vector<int32_t> parse_token_ids(std::string_view text, std::string_view option);

@@ -505,7 +505,7 @@ nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
   nlohmann::ordered_json j = {
       {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", sum.devices},
       {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
-      {"clock", ra.clock_source},
+      {"clock", ra.clock_source}, {"cpu_threads", cpu_threads_json(ra.plan)},
       {"ops", ops},
       {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
                     {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
@@ -576,9 +576,10 @@ void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view 
 
 void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg) {
   std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
-                           "accelerator clock {} MHz ({})\n\n",
+                           "accelerator clock {} MHz ({})\n",
                            ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq,
                            ra.microbatches, ra.clock_mhz, ra.clock_source);
+  std::cout << cpu_threads_text(ra.plan) << "\n";
   std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
                            "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
   for (const auto& r : sum.rows)

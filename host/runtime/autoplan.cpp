@@ -487,8 +487,8 @@ std::string host_identity() {
 
 std::string device_identity(const PlanDevice& d) {
   if (d.kind == "cpu") {
-    const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
-    return fmt::format("{}, OpenBLAS threads {}", host_identity(), threads && *threads ? threads : "as many as CPUs");
+    const CpuThreads& t = cpu_threads();
+    return fmt::format("{}, OpenBLAS threads {} (products under {} MACs: 1)", host_identity(), t.threads, t.split_macs);
   }
   return fmt::format("GPU {} in {}", gpu_uuid(static_cast<int>(d.gpu_index)), to_string(d.precision));
 }
