@@ -647,6 +647,12 @@ std::string gpu_uuid(int index) {
   return uuid_hex(p);
 }
 
+std::string gpu_name(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return {};
+  return p.name;
+}
+
 std::vector<GpuInfo> list_gpus(std::string& why_not) {
   const int count = gpu_count(why_not);
   if (count < 0) return {};
@@ -682,6 +688,7 @@ std::unique_ptr<MatmulBackend> make_cuda_backend(int, GpuPrecision, std::string,
 }
 
 std::string gpu_uuid(int) { return {}; }
+std::string gpu_name(int) { return {}; }
 
 std::vector<GpuInfo> list_gpus(std::string& why_not) {
   why_not = kNoCuda;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,13 +13,25 @@ namespace tessera {
 
 namespace {
 
+// Dense (no sparsity) rates from NVIDIA's datasheets; `cuda_name` matches what the CUDA runtime
+// calls the card (cudaDeviceProp::name), searched case-blind.
 constexpr std::array kGpus = {
     GpuPeaks{"h100", "NVIDIA H100 SXM5 (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 3.35 TB/s HBM3, 700 W)", 67e12,
-             989.4e12, 1978.9e12, 3.35e12, 700, 80e9},
+             989.4e12, 1978.9e12, 3.35e12, 700, 80e9, "H100.*(SXM|HBM3)"},
+    GpuPeaks{"h100-pcie", "NVIDIA H100 PCIe (51 TFLOP/s FP32, 756 TFLOP/s BF16, 1513 TOP/s INT8, 2.0 TB/s HBM2e, 350 W)",
+             51.2e12, 756.5e12, 1513e12, 2.0e12, 350, 80e9, "H100.*PCIe"},
+    GpuPeaks{"h100-nvl", "NVIDIA H100 NVL (60 TFLOP/s FP32, 835 TFLOP/s BF16, 1671 TOP/s INT8, 3.9 TB/s HBM3, 400 W)",
+             60e12, 835e12, 1671e12, 3.9e12, 400, 94e9, "H100 NVL"},
     GpuPeaks{"h200", "NVIDIA H200 SXM (67 TFLOP/s FP32, 989 TFLOP/s BF16, 1979 TOP/s INT8, 4.8 TB/s HBM3e, 700 W)", 67e12,
-             989.4e12, 1978.9e12, 4.8e12, 700, 141e9},
+             989.4e12, 1978.9e12, 4.8e12, 700, 141e9, "(^|[^G])H200(?! NVL)"},
     GpuPeaks{"a100", "NVIDIA A100 SXM 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 2.04 TB/s HBM2e, 400 W)",
-             19.5e12, 312e12, 624e12, 2.039e12, 400, 80e9},
+             19.5e12, 312e12, 624e12, 2.039e12, 400, 80e9, "A100.SXM4.80GB"},
+    GpuPeaks{"a100-pcie", "NVIDIA A100 PCIe 80 GB (19.5 TFLOP/s FP32, 312 TFLOP/s BF16, 624 TOP/s INT8, 1.94 TB/s HBM2e, "
+             "300 W)", 19.5e12, 312e12, 624e12, 1.935e12, 300, 80e9, "A100 80GB PCIe"},
+    GpuPeaks{"l40s", "NVIDIA L40S (91.6 TFLOP/s FP32, 362 TFLOP/s BF16, 733 TOP/s INT8, 864 GB/s GDDR6, 350 W)", 91.6e12,
+             362.05e12, 733e12, 864e9, 350, 48e9, "L40S"},
+    GpuPeaks{"l4", "NVIDIA L4 (30.3 TFLOP/s FP32, 121 TFLOP/s BF16, 242 TOP/s INT8, 300 GB/s GDDR6, 72 W)", 30.3e12,
+             121e12, 242.5e12, 300e9, 72, 24e9, "NVIDIA L4$"},
 };
 
 }  // namespace
@@ -46,9 +59,19 @@ double GpuPeaks::peak(GpuPrecision p) const {
 const GpuPeaks& gpu_peaks(std::string_view name) {
   for (const auto& g : kGpus)
     if (g.name == name) return g;
+  throw std::invalid_argument(fmt::format("unknown GPU '{}' for a projection (known: {})", name, known_gpus()));
+}
+
+const GpuPeaks* detect_gpu_peaks(std::string_view cuda_name) {
+  for (const auto& g : kGpus)
+    if (std::regex_search(std::string(cuda_name), std::regex(std::string(g.cuda_name), std::regex::icase))) return &g;
+  return nullptr;
+}
+
+std::string known_gpus() {
   std::string known;
   for (const auto& g : kGpus) known += (known.empty() ? "" : ", ") + std::string(g.name);
-  throw std::invalid_argument(fmt::format("unknown GPU '{}' for a projection (known: {})", name, known));
+  return known;
 }
 
 void ProjectedGpuBackend::matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) {

@@ -56,7 +56,11 @@ Devices::Devices(const Plan& plan, const RunArgs& ra, int rank, std::vector<std:
                                    : make_cuda_backend(static_cast<int>(d.gpu_index), d.precision, d.spec, why_not)) {
           gpus[d.label] = {static_cast<int>(d.gpu_index), gpu_uuid(static_cast<int>(d.gpu_index))};
           backends.push_back(std::move(gpu));
-          gpu_of[d.label] = {d.gpu, d.precision};
+          // Held to the peaks of the GPU that is there, whatever gpu= says (that is for projections).
+          const std::string cuda_name = gpu_name(static_cast<int>(d.gpu_index));
+          const GpuPeaks* peaks = detect_gpu_peaks(cuda_name);
+          gpu_of[d.label] = {peaks ? std::string(peaks->name) : std::string(), d.precision};
+          if (!peaks) unknown_gpus[d.label] = cuda_name;
         } else {
           const GpuPeaks& peaks = gpu_peaks(d.gpu);
           projected[d.label] = fmt::format("{} ({})", peaks.description, why_not);
@@ -230,7 +234,8 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
 std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra) {
   nlohmann::json mine = {{"ops", nlohmann::json::array()}, {"accelerators", devs.macs_per_cycle},
                          {"engines", devs.engine_of}, {"gpus", devs.gpu_of},
-                         {"projected", devs.projected}, {"devices", nlohmann::json::array()}};
+                         {"projected", devs.projected}, {"unknown_gpus", devs.unknown_gpus},
+                         {"devices", nlohmann::json::array()}};
   for (OpRecord r : log) {
     if (r.device == "host" || r.device == "comm") r.device = fmt::format("r{}:{}", comm.rank(), r.device);
     mine["ops"].push_back(r);
@@ -246,6 +251,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
     for (const auto& op : j["ops"]) log.push_back(op.get<OpRecord>());
     for (const auto& [k, v] : j["accelerators"].items()) devs.macs_per_cycle[k] = v;
     for (const auto& [k, v] : j["projected"].items()) devs.projected[k] = v;
+    for (const auto& [k, v] : j["unknown_gpus"].items()) devs.unknown_gpus[k] = v;
     for (const auto& [k, v] : j["engines"].items()) devs.engine_of[k] = v;
     for (const auto& [k, v] : j["gpus"].items()) devs.gpu_of[k] = v;
     ranks.push_back({rank++, j["devices"], j["traffic"].get<CommStats>(), 0, 0});
@@ -307,19 +313,24 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
                       table.name, table.description, area.total_mm2(), cfg.rows, cfg.cols, area.sram_bytes,
                       table.static_mw_per_mm2.value, ra.clock_mhz);
     } else if (const auto g = devs.gpu_of.find(r.device); g != devs.gpu_of.end()) {
-      const GpuPeaks& peaks = gpu_peaks(g->second.first);
-      r.compute_ceiling = peaks.peak(g->second.second);
-      r.memory_ceiling = peaks.memory_bytes_per_s;
+      const GpuPeaks* peaks = g->second.first.empty() ? nullptr : &gpu_peaks(g->second.first);
+      if (peaks) {  // an unknown GPU has no ceilings
+        r.compute_ceiling = peaks->peak(g->second.second);
+        r.memory_ceiling = peaks->memory_bytes_per_s;
+      }
       if (r.cost.measured_joules > 0) {
         r.energy_kind = "measured";
         r.joules = r.cost.measured_joules;
         source = "measured: the board's power (NVML) read after each op x the op's measured time";
-      } else {
+      } else if (peaks) {
         r.energy_kind = "projected";
-        r.joules = peaks.board_watts * r.seconds;
+        r.joules = peaks->board_watts * r.seconds;
         source =
-            fmt::format("projected: the {} board power ({} W, its maximum) over the op's time ({})", peaks.name,
-                        peaks.board_watts, r.time_kind);
+            fmt::format("projected: the {} board power ({} W, its maximum) over the op's time ({})", peaks->name,
+                        peaks->board_watts, r.time_kind);
+      } else {
+        without.insert(r.device);
+        continue;
       }
     } else {
       without.insert(r.device);
@@ -436,6 +447,7 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   }
   for (const auto& [spec, b] : devs.by_spec) sum.devices.push_back(spec);
   sum.projected = devs.projected;
+  sum.unknown_gpus = devs.unknown_gpus;
   account_energy(sum, ra, devs);
 
   // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
@@ -595,6 +607,9 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
     std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
                              "computed on the host with its precision's numerics\n",
                              spec, gpu);
+  for (const auto& [spec, name] : sum.unknown_gpus)
+    std::cout << fmt::format("{}: the {} is not in the table of GPU peaks ({}): no roofline for it\n", spec,
+                             name.empty() ? "GPU" : name, known_gpus());
   print_energy_text(sum, uint64_t{ra.batch} * ra.seq);
   if (ra.project_rows > 0) {
     std::cout << fmt::format("\nASIC what-if: the same GEMMs on a {}x{} array at {} MHz (timing model, default memory "

@@ -38,6 +38,7 @@ struct Devices {
   std::map<std::string, std::pair<std::string, GpuPrecision>> gpu_of;
   std::map<std::string, std::string> projected;    // GPUs not present: the GPU their times are for
   std::map<std::string, std::pair<int, std::string>> gpus;  // GPUs present: their CUDA device and UUID
+  std::map<std::string, std::string> unknown_gpus;  // GPUs present that the peaks table lacks: their name
 
   // How a device's time is known: measured, from its cycles, or projected.
   std::string time_kind(const std::string& device) const {
@@ -109,6 +110,7 @@ struct RunSummary {
   std::vector<OpRow> rows;  // per device and op, in the order they first ran
   std::vector<std::string> devices;            // the plan's, by label
   std::map<std::string, std::string> projected;  // GPUs projected, and from what
+  std::map<std::string, std::string> unknown_gpus;  // GPUs present that the peaks table lacks
   double makespan = 0;      // on the devices' clocks over the GPipe schedule
   double bubble = 0, theoretical_bubble = 0, wall_seconds = 0;
   uint64_t macs = 0, cycles = 0, bytes = 0, projected_cycles = 0;

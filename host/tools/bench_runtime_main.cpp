@@ -83,11 +83,7 @@ bool gpu_gemms() {
     fmt::print("GPU GEMMs: not run: {}\n", why_not);
     return false;
   }
-  std::string name = gpus[0].name;  // "NVIDIA H200": the peaks of the GPU it names, where known
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  const GpuPeaks* peaks = nullptr;
-  for (const char* known : {"h200", "h100", "a100"})
-    if (name.find(known) != std::string::npos) peaks = &gpu_peaks(known);
+  const GpuPeaks* peaks = detect_gpu_peaks(gpus[0].name);  // where the table knows it
   fmt::print("GEMM throughput on cuda:0 ({}), compute phase, median of 20 calls{}:\n", gpus[0].name,
              peaks ? fmt::format(", against the {}", peaks->description) : "");
   struct Shape {

@@ -428,6 +428,29 @@ TEST_CASE("projected GPU times follow the roofline of the named GPU", "[unit][gp
   CHECK_THROWS_WITH(gpu_peaks("tpu"), Catch::Contains("h100"));
 }
 
+TEST_CASE("a GPU that is there is held to its own peaks, found from its CUDA name", "[unit][gpt2][gpu]") {
+  // The names the CUDA runtime gives these cards.
+  const std::pair<const char*, const char*> known[] = {
+      {"NVIDIA H100 80GB HBM3", "h100"}, {"NVIDIA H100 PCIe", "h100-pcie"}, {"NVIDIA H100 NVL", "h100-nvl"},
+      {"NVIDIA H200", "h200"},           {"NVIDIA A100-SXM4-80GB", "a100"}, {"NVIDIA A100 80GB PCIe", "a100-pcie"},
+      {"NVIDIA L40S", "l40s"},           {"NVIDIA L4", "l4"}};
+  for (const auto& [cuda_name, peaks] : known) {
+    INFO(cuda_name);
+    const GpuPeaks* p = detect_gpu_peaks(cuda_name);
+    REQUIRE(p != nullptr);
+    CHECK(p->name == peaks);
+    CHECK(&gpu_peaks(peaks) == p);
+  }
+  // Cards whose figures differ from every entry are unknown, not taken for their neighbours.
+  for (const char* other : {"NVIDIA GH200 480GB", "NVIDIA H200 NVL", "NVIDIA A100-SXM4-40GB", "NVIDIA L40",
+                            "NVIDIA GeForce RTX 4090", ""}) {
+    INFO(other);
+    CHECK(detect_gpu_peaks(other) == nullptr);
+  }
+  CHECK(gpu_peaks("h100-pcie").memory_bytes_per_s < gpu_peaks("h100").memory_bytes_per_s);
+  CHECK(gpu_peaks("l4").board_watts == 72);
+}
+
 TEST_CASE("projected GPU rows take their precision's peak, bytes and numerics", "[unit][gpt2][gpu]") {
   const uint32_t m = 64, n = 96, k = 80;
   std::vector<float> a(m * k), b(k * n), fp32(m * n), got(m * n), want(m * n);

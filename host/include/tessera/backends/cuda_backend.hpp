@@ -37,5 +37,7 @@ std::vector<GpuInfo> list_gpus(std::string& why_not);
 
 // GPU `index`'s UUID in hex, the same wherever it is seen from (empty where it cannot be had).
 std::string gpu_uuid(int index);
+// Its name as the CUDA runtime gives it ("NVIDIA H100 80GB HBM3"; empty where it cannot be had).
+std::string gpu_name(int index);
 
 }  // namespace tessera

@@ -28,11 +28,16 @@ struct GpuPeaks {
   double memory_bytes_per_s;    // HBM bandwidth
   double board_watts;           // maximum board power (TDP): a projection's energy is this over its time
   double memory_bytes;          // its memory as published (80 GB: 80e9), what the planner fits a projected GPU's share into
+  std::string_view cuda_name;   // a pattern (ECMAScript regex) of the names the CUDA runtime gives it
   double peak(GpuPrecision p) const;
 };
 
 // NVIDIA's published figures (datasheets; dense, no sparsity).
 const GpuPeaks& gpu_peaks(std::string_view name);  // throws std::invalid_argument listing the known ones
+// The peaks of the GPU the CUDA runtime calls `cuda_name` ("NVIDIA H100 80GB HBM3"), or nullptr for
+// one the table does not know (its roofline and projections are then not given, never guessed).
+const GpuPeaks* detect_gpu_peaks(std::string_view cuda_name);
+std::string known_gpus();  // the table's names, comma-separated
 
 // The projections (the backend's, and the planner's): a GEMM's roofline time, operands in the
 // GEMM's precision and results in fp32; an element-wise op reading and writing each fp32 value once.
