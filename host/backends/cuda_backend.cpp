@@ -193,11 +193,15 @@ class CudaBackend final : public MatmulBackend {
           "MAX_WORKSPACE_BYTES");
     for (Event& e : events_) e = make<Event>([](cudaEvent_t* ev) { return cudaEventCreate(ev); }, "cudaEventCreate");
     scratch_[kWorkspace] = DeviceBuffer(kWorkspaceBytes);
-    // Its board power, where NVML has it: each op's energy is then measured (the report projects
-    // it from the board's maximum power otherwise).
+    // Its board's energy counter, where NVML has it: a phase's energy is then measured (the report
+    // projects it from the board's maximum power otherwise), and its idle power now, before any work.
     char bus[32] = {};
     std::string no_power;
     if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) power_ = NvmlPower::open(bus, no_power);
+    if (power_) {
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before measuring the idle power)");
+      idle_watts_ = power_->idle_watts(kIdleSeconds);
+    }
   }
   ~CudaBackend() override {
     // Nothing is left running after an op (one that failed waited for its work too); this is for
@@ -209,6 +213,8 @@ class CudaBackend final : public MatmulBackend {
   MatmulStats stats() const override { return stats_; }
   std::vector<Phase> take_phases() override { return std::exchange(phases_, {}); }
   bool runs_other_ops() const override { return true; }
+  std::optional<double> energy_counter() const override { return power_ ? power_->joules() : std::nullopt; }
+  std::optional<double> idle_watts() const override { return idle_watts_; }
 
   void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
     run_op<2>({Upload{a, uint64_t{m} * k, kInA}, Upload{b, uint64_t{k} * n, kInB}}, gemm_name(), c, uint64_t{m} * n,
@@ -300,6 +306,7 @@ class CudaBackend final : public MatmulBackend {
   // Events around an op's phases: before the upload, after it, after the compute, after the download.
   enum Mark { kUpStart, kUpEnd, kComputeEnd, kDownEnd, kMarks };
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static constexpr double kIdleSeconds = 0.5;  // long enough for the counter to move by many steps
   static constexpr size_t kMaxPlans = 512;  // int8 GEMM shapes remembered (a bound for ever-new shapes)
 
   struct Upload {
@@ -397,8 +404,6 @@ class CudaBackend final : public MatmulBackend {
       const auto synced = Clock::now();
       if (out_count) std::memcpy(dst, pin_out, out_count * 4);
       const auto done = Clock::now();
-      if (power_)
-        if (const auto watts = power_->watts()) stats_.measured_joules += *watts * seconds_between(start, done);
 
       const double up = seconds_between(start, staged_at) + elapsed(kUpStart, kUpEnd);
       const double work = elapsed(kUpEnd, kComputeEnd);
@@ -603,6 +608,7 @@ class CudaBackend final : public MatmulBackend {
   MatmulStats stats_;
   std::vector<Phase> phases_;
   std::unique_ptr<NvmlPower> power_;
+  std::optional<double> idle_watts_;
 };
 
 

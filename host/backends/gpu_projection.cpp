@@ -99,6 +99,36 @@ double projected_elementwise_seconds(const GpuPeaks& peaks, uint64_t values) {
   return 8.0 * double(values) / peaks.memory_bytes_per_s;
 }
 
+namespace {
+// The products' weights of a GPT-2 model, the tied output projection included (its logits).
+double weight_values(const Gpt2Config& cfg) {
+  return 12.0 * cfg.width * cfg.width * cfg.layers + double(cfg.width) * cfg.vocab;
+}
+}  // namespace
+
+double roofline_prefill_seconds(const Gpt2Config& cfg, const GpuPeaks& peaks, GpuPrecision p, uint32_t batch,
+                                uint32_t tokens) {
+  const double E = cfg.width, T = tokens, B = batch;
+  const double flops = 2.0 * B * T * 12.0 * E * E * cfg.layers  // the layers' products
+                       + 2.0 * B * E * cfg.vocab                  // each sequence's last logits
+                       + 4.0 * B * cfg.layers * E * T * (T + 1) / 2;  // q k^T and p v, causal
+  const double bytes = weight_values(cfg) * operand_bytes(p);
+  return std::max(flops / peaks.peak(p), bytes / peaks.memory_bytes_per_s);
+}
+
+double roofline_decode_seconds(const Gpt2Config& cfg, const GpuPeaks& peaks, GpuPrecision p, uint32_t batch,
+                               uint32_t steps) {
+  const double E = cfg.width, B = batch, weights = weight_values(cfg);
+  double seconds = 0;
+  for (uint32_t s = 0; s < steps; ++s) {
+    const double L = s + 1.0;  // positions attended, the new one included
+    const double flops = 2.0 * B * weights + 4.0 * B * cfg.layers * E * L;
+    const double bytes = (weights + 2.0 * cfg.layers * B * L * E) * operand_bytes(p);
+    seconds += std::max(flops / peaks.peak(p), bytes / peaks.memory_bytes_per_s);
+  }
+  return seconds;
+}
+
 void ProjectedGpuBackend::account_gemm(uint32_t m, uint32_t n, uint32_t k) {
   ++stats_.gemms;
   stats_.macs += uint64_t{m} * n * k;

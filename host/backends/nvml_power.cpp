@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 namespace tessera {
@@ -14,13 +17,15 @@ std::unique_ptr<NvmlPower> NvmlPower::open(const std::string& bus_id, std::strin
   }
   std::unique_ptr<NvmlPower> p(new NvmlPower);
   p->lib_ = lib;
-  // nvmlReturn_t is an enum (0: success), nvmlDevice_t an opaque pointer; power in milliwatts.
+  // nvmlReturn_t is an enum (0: success), nvmlDevice_t an opaque pointer; energy in millijoules.
   auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
   auto by_bus = reinterpret_cast<int (*)(const char*, void**)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  p->power_usage_ = reinterpret_cast<int (*)(void*, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+  p->total_energy_ =
+      reinterpret_cast<int (*)(void*, unsigned long long*)>(dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));
   p->shutdown_ = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
-  if (!init || !by_bus || !p->power_usage_ || !p->shutdown_) {
-    why_not = "the NVML library lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetPowerUsage";
+  if (!init || !by_bus || !p->total_energy_ || !p->shutdown_) {
+    why_not = "the NVML library lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or "
+              "nvmlDeviceGetTotalEnergyConsumption";
     p->shutdown_ = nullptr;
     return nullptr;
   }
@@ -33,8 +38,8 @@ std::unique_ptr<NvmlPower> NvmlPower::open(const std::string& bus_id, std::strin
     why_not = fmt::format("NVML has no GPU at PCI bus {} (NVML error {})", bus_id, e);
     return nullptr;
   }
-  if (!p->watts()) {
-    why_not = fmt::format("the GPU at PCI bus {} does not report its power through NVML", bus_id);
+  if (!p->joules()) {
+    why_not = fmt::format("the GPU at PCI bus {} has no energy counter in NVML", bus_id);
     return nullptr;
   }
   return p;
@@ -45,10 +50,21 @@ NvmlPower::~NvmlPower() {
   if (lib_) dlclose(lib_);
 }
 
-std::optional<double> NvmlPower::watts() const {
-  unsigned milliwatts = 0;
-  if (power_usage_(device_, &milliwatts) != 0) return std::nullopt;
-  return milliwatts * 1e-3;
+std::optional<double> NvmlPower::joules() const {
+  unsigned long long millijoules = 0;
+  if (total_energy_(device_, &millijoules) != 0) return std::nullopt;
+  return double(millijoules) * 1e-3;
+}
+
+std::optional<double> NvmlPower::idle_watts(double seconds) const {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto e0 = joules();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto e1 = joules();
+  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!e0 || !e1 || dt <= 0) return std::nullopt;
+  return (*e1 - *e0) / dt;
 }
 
 }  // namespace tessera

@@ -48,16 +48,20 @@ struct Generation {
   std::vector<int32_t> ids;
   std::vector<double> step_wall;  // seconds of each step, prefill first
   bool stopped_at_end = false;
+  // The energy counters of the devices that have one, before the prefill, after it, and after the
+  // decode (read between steps, outside every op's timing).
+  std::vector<EnergyMark> energy;
 };
 
 Generation run_generation(Pipeline& p, const GenerateArgs& ga, Comm* comm, int me,
-                          const std::function<void(int32_t)>& emit) {
+                          const std::function<void(int32_t)>& emit, const Devices* devs = nullptr) {
   const auto& prompt = ga.prompt_ids;
   p.start(1, static_cast<uint32_t>(prompt.size()) + ga.max_new - 1);
   Sampler sampler(ga.sampling, ga.ra.seed);
   const auto eot = ga.tokenizer ? ga.tokenizer->end_of_text() : std::nullopt;
   Generation g;
   std::vector<int32_t> next(prompt);
+  if (devs) g.energy.push_back(read_energy(*devs));
   while (g.ids.size() < ga.max_new && !g.stopped_at_end) {
     const auto t0 = Clock::now();
     const std::vector<float> logits = p.step(next, static_cast<uint32_t>(next.size()), true);
@@ -69,7 +73,9 @@ Generation run_generation(Pipeline& p, const GenerateArgs& ga, Comm* comm, int m
     g.stopped_at_end = eot && id == *eot;
     if (me == 0) emit(id);
     next = {id};
+    if (devs && g.ids.size() == 1) g.energy.push_back(read_energy(*devs));
   }
+  if (devs) g.energy.push_back(read_energy(*devs));
   p.end();
   return g;
 }
@@ -119,7 +125,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
   const auto eot = ga.tokenizer ? ga.tokenizer->end_of_text() : std::nullopt;
   const Generation g = run_generation(pipeline, ga, comm, me, [&](int32_t id) {
     if (stream && id != eot) write_token(id);
-  });
+  }, devs.get());
   const double wall = since(t0);
   for (const auto& [dev, recorder] : devs->recorders) recorder->finish(*dev);
   std::vector<OpRecord> log = labelled_log(pipeline, *devs);
@@ -151,8 +157,10 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
     std::copy_if(log.begin(), log.end(), std::back_inserter(out), keep);
     return out;
   };
-  const RunSummary prefill = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step == 0; }), {}, cfg);
-  const RunSummary decode = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step > 0; }), {}, cfg);
+  const RunSummary prefill = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step == 0; }), {}, cfg,
+                                       measured_between(*devs, g.energy[0], g.energy[1]));
+  const RunSummary decode = summarize(ra, *devs, phase_log([](const OpRecord& r) { return r.step > 0; }), {}, cfg,
+                                      measured_between(*devs, g.energy[1], g.energy[2]));
   std::vector<double> latency;
   for (uint32_t s = 1; s < g.ids.size(); ++s)
     latency.push_back(summarize(ra, *devs, phase_log([s](const OpRecord& r) { return r.step == s; }), {}, cfg).makespan);

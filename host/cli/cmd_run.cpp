@@ -94,8 +94,10 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
   if (!devs) return 1;
   Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
   show_progress(pipeline, ra.microbatches);  // simulations can take a while
+  const EnergyMark energy_before = read_energy(*devs);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> logits = pipeline.forward(tokens, ra.batch, ra.seq, ra.microbatches);
+  const MeasuredEnergies energy = measured_between(*devs, energy_before, read_energy(*devs));
   for (const auto& [dev, recorder] : devs->recorders) recorder->finish(*dev);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   clear_progress(pipeline);
@@ -111,7 +113,7 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);
   }
-  sum = summarize(ra, *devs, log, std::move(ranks), model.cfg);
+  sum = summarize(ra, *devs, log, std::move(ranks), model.cfg, energy);
   sum->numerics = compare_logits(logits, fp32(), model.cfg.vocab);
   sum->wall_seconds = wall;
   if (comm) sum->mpi_library = comm->library();

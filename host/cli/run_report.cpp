@@ -29,7 +29,7 @@ namespace tessera {
 
 // Op records and traffic travel between the ranks of a run as JSON (gather below).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MatmulStats, gemms, macs, cycles, read_bytes, write_bytes, projected_cycles,
-                                   projected_seconds, activity, measured_joules)
+                                   projected_seconds, activity)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord::Span, track, name, start, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpRecord, stage, layer, microbatch, device, lane, op, start, seconds, cpu_seconds,
                                    cost, phases, rank, step)
@@ -292,11 +292,14 @@ void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const Ru
 
 // Each op's energy and roofline point, and the totals per device: an accelerator's modelled from
 // its counted actions with the energy table (an ASIC of its structure at the table's node, at the
-// accelerator clock); a GPU's projected from its board power over the op's time.
-void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
+// accelerator clock); a GPU's measured by its energy counter over the phase and shared among its
+// ops by their time, or, where it has none, projected from its board power over the op's time.
+void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs, const MeasuredEnergies& measured) {
   const EnergyTable& table = ra.energy_table;
   const double clock_hz = ra.clock_mhz * 1e6;
   std::set<std::string> without;
+  std::map<std::string, double> device_seconds;
+  for (const OpRow& r : sum.rows) device_seconds[r.device] += r.seconds;
   for (OpRow& r : sum.rows) {
     std::string source;
     if (const auto e = devs.engine_of.find(r.device); e != devs.engine_of.end()) {
@@ -318,10 +321,16 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
         r.compute_ceiling = peaks->peak(g->second.second);
         r.memory_ceiling = peaks->memory_bytes_per_s;
       }
-      if (r.cost.measured_joules > 0) {
+      if (const auto m = measured.find(r.device); m != measured.end()) {
+        const MeasuredEnergy& e = m->second;
         r.energy_kind = "measured";
-        r.joules = r.cost.measured_joules;
-        source = "measured: the board's power (NVML) read after each op x the op's measured time";
+        r.joules = device_seconds[r.device] > 0 ? e.board_joules * r.seconds / device_seconds[r.device] : 0;
+        source = fmt::format("measured: the board's energy counter (NVML) read before and after the phase, {:.4g} J "
+                             "in {:.4g} s, shared among its ops by their time",
+                             e.board_joules, e.seconds);
+        if (e.idle_watts)
+          source += fmt::format("; above idle: less {:.1f} W (its idle power, measured before the run) over the phase",
+                                *e.idle_watts);
       } else if (peaks) {
         r.energy_kind = "projected";
         r.joules = peaks->board_watts * r.seconds;
@@ -350,13 +359,32 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs) {
     if (r.cost.macs && r.seconds > 0) r.achieved = 2.0 * double(r.cost.macs) / r.seconds;
   }
   sum.no_energy.assign(without.begin(), without.end());
+  for (const auto& [device, e] : measured)
+    if (const auto d = sum.energy.find(device); d != sum.energy.end() && e.idle_watts)
+      d->second.above_idle_joules = d->second.joules - *e.idle_watts * e.seconds;
 }
 
 }  // namespace
 
+EnergyMark read_energy(const Devices& devs) {
+  EnergyMark mark{std::chrono::steady_clock::now(), {}};
+  for (const auto& [label, b] : devs.by_spec)
+    if (const auto j = b->energy_counter()) mark.joules[label] = *j;
+  return mark;
+}
+
+MeasuredEnergies measured_between(const Devices& devs, const EnergyMark& before, const EnergyMark& after) {
+  MeasuredEnergies out;
+  const double seconds = std::chrono::duration<double>(after.at - before.at).count();
+  for (const auto& [label, j1] : after.joules)
+    if (const auto j0 = before.joules.find(label); j0 != before.joules.end())
+      out[label] = {j1 - j0->second, seconds, devs.by_spec.at(label)->idle_watts()};
+  return out;
+}
+
 // The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
 RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
-                     std::vector<RankSummary> ranks, const Gpt2Config& cfg) {
+                     std::vector<RankSummary> ranks, const Gpt2Config& cfg, const MeasuredEnergies& measured) {
   RunSummary sum;
   // An op's time on its device: cycles / clock on an accelerator, projected for a GPU that is not
   // there, the thread's CPU time for the host's ops, and measured (wall) on the CPU and a GPU.
@@ -448,7 +476,7 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
   for (const auto& [spec, b] : devs.by_spec) sum.devices.push_back(spec);
   sum.projected = devs.projected;
   sum.unknown_gpus = devs.unknown_gpus;
-  account_energy(sum, ra, devs);
+  account_energy(sum, ra, devs, measured);
 
   // Per rank: device time (on the devices' clocks), and communication against the plan's volume.
   std::map<int, double> compute;
@@ -478,6 +506,10 @@ nlohmann::ordered_json energy_json(const RunSummary& sum, const RunArgs& ra, uin
     if (e.kind == "modelled")
       d["split"] = {{"compute", e.split.compute}, {"onchip", e.split.onchip}, {"dram", e.split.dram},
                     {"leakage", e.split.leakage}};
+    if (e.kind == "measured") {  // joules is the board's; above idle where the idle power is known
+      d["board_joules"] = e.joules;
+      d["above_idle_joules"] = e.above_idle_joules ? nlohmann::json(*e.above_idle_joules) : nlohmann::json();
+    }
     d["source"] = e.source;
     devices.push_back(d);
   }
@@ -579,7 +611,13 @@ void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view 
                              e.joules * 1e3 / double(tokens), e.joules > 0 ? 2.0 * double(e.macs) / e.joules / 1e12 : 0.0,
                              e.kind, split);
   }
-  for (const auto& [device, e] : sum.energy) std::cout << fmt::format("  {}: {}\n", device, e.source);
+  for (const auto& [device, e] : sum.energy) {
+    std::cout << fmt::format("  {}: {}\n", device, e.source);
+    if (e.above_idle_joules)
+      std::cout << fmt::format("  {}: board {:.4g} mJ ({:.4g} mJ per token), above idle {:.4g} mJ ({:.4g} mJ per "
+                               "token)\n", device, e.joules * 1e3, e.joules * 1e3 / double(tokens),
+                               *e.above_idle_joules * 1e3, *e.above_idle_joules * 1e3 / double(tokens));
+  }
   std::cout << fmt::format("{}: {:.4g} mJ, {:.4g} mJ per token, {:.3g} TOPS/W{}\n", title, sum.joules * 1e3,
                            sum.joules * 1e3 / double(tokens), sum.tops_per_w(),
                            sum.no_energy.empty() ? "" : fmt::format(" (without {}: no power figure)",

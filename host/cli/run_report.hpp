@@ -3,10 +3,12 @@
 // schedule and bubble, per-rank traffic; text, JSON, CSV and Chrome trace).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,10 +92,25 @@ struct OpRow {
 // A device's energy over a run, and where the figure comes from.
 struct DeviceEnergy {
   std::string kind, source;
-  double joules = 0;
+  double joules = 0;  // measured: the board's
   EnergySplit split;
   uint64_t macs = 0;
+  std::optional<double> above_idle_joules;  // measured with the idle power known: the board's less idle
 };
+
+// What the devices with an energy counter (GPUs, through NVML) took over a phase, from reads of
+// their counters before and after it, outside every op's timing.
+struct EnergyMark {
+  std::chrono::steady_clock::time_point at;
+  std::map<std::string, double> joules;  // by device label
+};
+EnergyMark read_energy(const Devices& devs);
+struct MeasuredEnergy {
+  double board_joules = 0, seconds = 0;  // the phase's wall time
+  std::optional<double> idle_watts;       // measured when the device was opened
+};
+using MeasuredEnergies = std::map<std::string, MeasuredEnergy>;  // by device label
+MeasuredEnergies measured_between(const Devices& devs, const EnergyMark& before, const EnergyMark& after);
 
 // One rank of a multi-process run, for the report.
 struct RankSummary {
@@ -132,7 +149,7 @@ struct RunSummary {
 std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices& devs, const RunArgs& ra);
 // The per-op rows, the pipeline schedule and bubble, the totals and the per-rank traffic of a run.
 RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
-                     std::vector<RankSummary> ranks, const Gpt2Config& cfg);
+                     std::vector<RankSummary> ranks, const Gpt2Config& cfg, const MeasuredEnergies& measured = {});
 // The run as it happened, in wall time (Chrome trace events).
 void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
                  const std::map<std::string, uint64_t>& accelerators);

@@ -4,6 +4,8 @@
 usage: test_cli.py TESSERA_BINARY WITH_RTL(0|1)
 Prints one line per check and 'N passed, N failed' at the end.
 """
+import csv
+import io
 import json
 import math
 import pathlib
@@ -14,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checks import check, finish, reference_agrees  # noqa: E402 (the tests' shared module)
+from checks import check, every, finish, reference_agrees  # noqa: E402 (the tests' shared module)
 
 TESSERA = sys.argv[1]
 WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
@@ -283,8 +285,25 @@ check("generate with several plans --json: per plan its precision, rates and the
       and all(len(x["generated_ids"]) == 4 and x["decode"]["tokens_per_s"] > 0 for x in runs)
       and runs[0]["reference"]["first_divergence"] is None, r.stdout[-600:] + r.stderr)
 r = run("bench", "-p", "8", "-n", "2", "--plan", "0-1@model,0-1@model?precision=bf16", "-o", "csv")
-check("bench -o csv: a precision per plan", r.returncode == 0
-      and [l.split(",")[-1] for l in r.stdout.splitlines()] == ["precision", "int8", "int8", "bf16", "bf16"], r.stdout)
+rows = list(csv.DictReader(io.StringIO(r.stdout))) if r.returncode == 0 else []
+check("bench -o csv: a precision per plan, no warm-up on a simulated device, no roofline without a GPU",
+      [x["precision"] for x in rows] == ["int8", "int8", "bf16", "bf16"]
+      and every(rows, lambda x: x["warmup"] == "0" and x["roofline_fraction"] == ""), r.stdout)
+
+r = run("bench", "-p", "8", "-n", "2", "--plan", "0-1@cpu,0-1@cuda:0?projected=1&precision=bf16", "-o", "json")
+res = json.loads(r.stdout)["results"] if r.returncode == 0 else []
+cpu_rows, gpu_rows = [x for x in res if x["plan"] == "0-1@cpu"], [x for x in res if "cuda" in x["plan"]]
+check("bench: the CPU's tests after one untimed warm-up, without a roofline",
+      len(cpu_rows) == 2 and every(cpu_rows, lambda x: x["warmup"] == 1 and x["roofline"] is None
+                                   and x["time"] == "measured"), r.stdout[-800:] + r.stderr)
+check("bench: a projected GPU's rows say so, with the H100's roofline and their fraction of it",
+      len(gpu_rows) == 2 and every(gpu_rows, lambda x: "projected" in x["time"] and x["warmup"] == 0
+                                   and x["roofline"]["gpu"] == "h100" and 0 < x["roofline"]["fraction"] <= 1.0
+                                   and x["energy"] == "projected" and x["above_idle_j_per_token"] is None),
+      r.stdout[-800:] + r.stderr)
+r = run("bench", "-p", "4", "-n", "1", "--plan", "0-1@cpu", "--warmup", "2", "-o", "json")
+check("bench --warmup 2: two untimed runs", r.returncode == 0
+      and every(json.loads(r.stdout)["results"], lambda x: x["warmup"] == 2), r.stdout[-400:] + r.stderr)
 
 GENERATE_KEYS = {"text", "prompt_ids", "generated_ids", "ttft_s", "prefill", "decode", "ops", "reference", "stop"}
 r = run("generate", "--model", "random:2,64,2,50257,128", "--tokenizer", GPT2_TOKENIZER, "--prompt", "The dog",

@@ -451,6 +451,28 @@ TEST_CASE("a GPU that is there is held to its own peaks, found from its CUDA nam
   CHECK(gpu_peaks("l4").board_watts == 72);
 }
 
+TEST_CASE("a bench test's GPU roofline: weights and KV cache over bandwidth, FLOPs over peak", "[unit][gpt2][gpu]") {
+  Gpt2Config small;  // GPT-2 small
+  small.layers = 12, small.width = 768, small.heads = 12, small.vocab = 50257, small.positions = 1024;
+  const GpuPeaks& h100 = gpu_peaks("h100");
+  // Decode at batch 1 in bf16 reads every weight once a step: 124.3M values, 2 bytes each, and the
+  // cache's keys and values of the positions so far.
+  const double weights = 12.0 * 768 * 768 * 12 + 768.0 * 50257;
+  CHECK(roofline_decode_seconds(small, h100, GpuPrecision::kBf16, 1, 1) ==
+        Approx((weights + 2.0 * 12 * 768) * 2 / 3.35e12));
+  CHECK(1.0 / roofline_decode_seconds(small, h100, GpuPrecision::kBf16, 1, 1) > 13000);  // tokens/s
+  CHECK(roofline_decode_seconds(small, h100, GpuPrecision::kBf16, 1, 2) ==
+        Approx((2 * weights + 2.0 * 12 * 768 * (1 + 2)) * 2 / 3.35e12));
+  // int8 reads half the bytes of bf16; fp32 twice.
+  CHECK(roofline_decode_seconds(small, h100, GpuPrecision::kInt8, 1, 32) ==
+        Approx(roofline_decode_seconds(small, h100, GpuPrecision::kBf16, 1, 32) / 2));
+  // A long prefill is compute-bound: its FLOPs over the peak.
+  const double T = 512, flops = 2 * T * 12 * 768.0 * 768 * 12 + 2 * 768.0 * 50257 + 4 * 12 * 768 * T * (T + 1) / 2;
+  CHECK(roofline_prefill_seconds(small, h100, GpuPrecision::kBf16, 1, 512) == Approx(flops / 989.4e12));
+  // A one-token prefill is memory-bound, like a decode step without a cache.
+  CHECK(roofline_prefill_seconds(small, h100, GpuPrecision::kBf16, 1, 1) == Approx(weights * 2 / 3.35e12));
+}
+
 TEST_CASE("projected GPU rows take their precision's peak, bytes and numerics", "[unit][gpt2][gpu]") {
   const uint32_t m = 64, n = 96, k = 80;
   std::vector<float> a(m * k), b(k * n), fp32(m * n), got(m * n), want(m * n);

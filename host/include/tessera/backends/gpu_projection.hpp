@@ -44,6 +44,16 @@ std::string known_gpus();  // the table's names, comma-separated
 double projected_gemm_seconds(const GpuPeaks& peaks, GpuPrecision p, uint32_t m, uint32_t n, uint32_t k);
 double projected_elementwise_seconds(const GpuPeaks& peaks, uint64_t values);
 
+// A GPU's roofline for a whole test of `tessera bench` on a GPT-2 model: the least time its peaks
+// allow. A prefill of `tokens` tokens of `batch` sequences (the last token's logits):
+// max(FLOPs / peak, weight bytes / bandwidth). `steps` decode steps from an empty cache, each
+// max(FLOPs / peak, (weight bytes + the KV cache's bytes read) / bandwidth). Weights and KV cache in
+// the precision's operand bytes; attention FLOPs causal (each query against the keys up to its own).
+double roofline_prefill_seconds(const Gpt2Config& cfg, const GpuPeaks& peaks, GpuPrecision p, uint32_t batch,
+                                uint32_t tokens);
+double roofline_decode_seconds(const Gpt2Config& cfg, const GpuPeaks& peaks, GpuPrecision p, uint32_t batch,
+                               uint32_t steps);
+
 class ProjectedGpuBackend final : public MatmulBackend {
  public:
   ProjectedGpuBackend(std::string spec, const GpuPeaks& peaks, GpuPrecision precision = GpuPrecision::kFp32)

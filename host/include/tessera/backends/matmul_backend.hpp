@@ -21,20 +21,18 @@ struct MatmulStats {
   uint64_t projected_cycles = 0;  // the timing model's cycles for another array (ASIC what-if)
   double projected_seconds = 0;   // a GPU's roofline time where there is no GPU to measure
   EngineActivity activity;        // an accelerator's counted actions, for its energy
-  double measured_joules = 0;     // a GPU's: its board power (NVML) after each op x the op's time
   MatmulStats& operator+=(const MatmulStats& o) {
     gemms += o.gemms, macs += o.macs, cycles += o.cycles, read_bytes += o.read_bytes, write_bytes += o.write_bytes;
     projected_cycles += o.projected_cycles;
     projected_seconds += o.projected_seconds;
     activity += o.activity;
-    measured_joules += o.measured_joules;
     return *this;
   }
   MatmulStats operator-(const MatmulStats& o) const {
     return {gemms - o.gemms,           macs - o.macs,
             cycles - o.cycles,         read_bytes - o.read_bytes,
             write_bytes - o.write_bytes, projected_cycles - o.projected_cycles,
-            projected_seconds - o.projected_seconds, activity - o.activity, measured_joules - o.measured_joules};
+            projected_seconds - o.projected_seconds, activity - o.activity};
   }
 };
 
@@ -73,6 +71,11 @@ class MatmulBackend {
   // by the device's own count (an accelerator's cycles, a projection): the pipeline then runs each
   // of them alone in the process, so that a simulation beside it does not slow it down.
   virtual bool timed_by_wall_clock() const { return true; }
+  // A device that meters its board's energy (a GPU, through NVML): its energy counter in joules,
+  // read now (a phase's energy is the difference of two reads), and its power while idle, measured
+  // when it was opened; none where it has no counter.
+  virtual std::optional<double> energy_counter() const { return std::nullopt; }
+  virtual std::optional<double> idle_watts() const { return std::nullopt; }
   // The device memory free for KV caches, where the backend keeps them on its device; none where
   // they are in host memory.
   virtual std::optional<uint64_t> memory_free() const { return std::nullopt; }
