@@ -117,19 +117,34 @@ struct ResidentLinear {
   RightOperand b;
 };
 
-// A KV cache in GPU memory: [batch][heads][capacity][head_dim] keys, and the same of values.
+cuda::KvKind kv_kind(GpuPrecision p) {
+  return p == GpuPrecision::kFp32 ? cuda::KvKind::kFp32 : p == GpuPrecision::kBf16 ? cuda::KvKind::kBf16 : cuda::KvKind::kInt8;
+}
+
+// A KV cache in GPU memory in the ops' precision (cuda::KvView): [batch][heads][capacity][head_dim]
+// keys and the same of values, with a scale per position of each for int8.
 class GpuKvCache final : public KvCache {
  public:
-  GpuKvCache(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
-      : KvCache(batch, heads, head_dim, capacity, false),
-        k_(fp32_bytes(batch, heads, head_dim, capacity) / 2),
-        v_(fp32_bytes(batch, heads, head_dim, capacity) / 2) {}
-  float* keys_on_gpu(uint32_t seq, uint32_t head) const { return k_.as<float>() + offset(seq, head); }
-  float* values_on_gpu(uint32_t seq, uint32_t head) const { return v_.as<float>() + offset(seq, head); }
+  GpuKvCache(GpuPrecision p, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
+      : KvCache(batch, heads, head_dim, capacity, false), precision_(p),
+        k_(values() * operand_bytes(p)), v_(values() * operand_bytes(p)),
+        k_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0), v_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0) {}
+  // What one takes: the values in the precision, and int8's scales.
+  static uint64_t bytes_for(GpuPrecision p, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) {
+    const uint64_t positions = uint64_t{batch} * heads * capacity;
+    return 2 * (positions * head_dim * operand_bytes(p) + (p == GpuPrecision::kInt8 ? positions * 4 : 0));
+  }
+  uint64_t bytes() const override { return bytes_for(precision_, batch, heads, head_dim, capacity); }
+  cuda::KvView view() const {
+    return {kv_kind(precision_), k_.as<void>(), v_.as<void>(), k_scale_.as<float>(), v_scale_.as<float>(), batch,
+            heads, head_dim, capacity};
+  }
 
  private:
-  uint64_t offset(uint32_t seq, uint32_t head) const { return (uint64_t{seq} * heads + head) * capacity * head_dim; }
-  DeviceBuffer k_, v_;
+  uint64_t positions() const { return uint64_t{batch} * heads * capacity; }
+  uint64_t values() const { return positions() * head_dim; }
+  GpuPrecision precision_;
+  DeviceBuffer k_, v_, k_scale_, v_scale_;
 };
 
 // CUDA, cuBLAS and cuBLASLt handles that destroy themselves.
@@ -235,12 +250,19 @@ class CudaBackend final : public MatmulBackend {
     norms_.erase(&w);
   }
 
-  // The cache in GPU memory, fp32 (the GEMMs pack it into their precision as they read it).
+  // The cache in GPU memory, in the ops' precision.
   std::unique_ptr<KvCache> make_kv_cache(uint32_t batch, uint32_t heads, uint32_t head_dim,
                                          uint32_t capacity) override {
+    if (capacity > cuda::kMaxAttentionPositions || head_dim > kMaxHeadDim)
+      throw std::invalid_argument(fmt::format("{}: the attention kernel takes up to {} positions and heads of up to {} "
+                                              "values, not {} and {}", name_, cuda::kMaxAttentionPositions,
+                                              kMaxHeadDim, capacity, head_dim));
     std::unique_ptr<KvCache> cache;
-    guarded([&] { cache = std::make_unique<GpuKvCache>(batch, heads, head_dim, capacity); });
+    guarded([&] { cache = std::make_unique<GpuKvCache>(precision_, batch, heads, head_dim, capacity); });
     return cache;
+  }
+  uint64_t kv_cache_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) const override {
+    return GpuKvCache::bytes_for(precision_, batch, heads, head_dim, capacity);
   }
   std::optional<uint64_t> memory_free() const override {
     size_t free = 0, total = 0;
@@ -249,6 +271,8 @@ class CudaBackend final : public MatmulBackend {
     return free;
   }
 
+  // Every sequence, head and token at once: the new keys and values appended to the cache in its
+  // precision, then one kernel for the scores, softmax and mix.
   using MatmulBackend::attention;
   void attention(const float* qkv, float* out, uint32_t T, KvCache& kv) override {
     auto& cache = dynamic_cast<GpuKvCache&>(kv);  // made by make_kv_cache
@@ -257,31 +281,18 @@ class CudaBackend final : public MatmulBackend {
       throw std::invalid_argument(fmt::format("the KV cache holds {} positions; {} more do not fit after {}",
                                               cache.capacity, T, past));
     const uint64_t W = 3 * uint64_t{H} * D, HD = uint64_t{H} * D, rows = uint64_t{batch} * T;
+    const cuda::KvView view = cache.view();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     run_op<1>({Upload{qkv, rows * W, kInA}}, "attention", out, rows * HD,
               [&](const std::array<float*, 1>& in, float* o) {
-                float* scores = buffer<float>(kScores, uint64_t{T} * L);
-                const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-                for (uint32_t s = 0; s < batch; ++s)
-                  for (uint32_t h = 0; h < H; ++h) {
-                    const float* q = in[0] + uint64_t{s} * T * W + uint64_t{h} * D;
-                    float* k = cache.keys_on_gpu(s, h);
-                    float* v = cache.values_on_gpu(s, h);
-                    // This step's keys and values into the cache, at positions past onwards.
-                    check(cudaMemcpy2DAsync(k + uint64_t{past} * D, D * 4, q + HD, W * 4, D * 4, T,
-                                            cudaMemcpyDeviceToDevice, stream()),
-                          "cudaMemcpy2DAsync (keys into the KV cache)");
-                    check(cudaMemcpy2DAsync(v + uint64_t{past} * D, D * 4, q + 2 * HD, W * 4, D * 4, T,
-                                            cudaMemcpyDeviceToDevice, stream()),
-                          "cudaMemcpy2DAsync (values into the KV cache)");
-                    gemm({q, W}, right(k, D, true, D, L), scores, L, T, nullptr, false);
-                    check(cuda::softmax_causal(scores, T, L, past, scale, stream()),
-                          "launching the softmax_causal kernel");
-                    float* head_out = o + uint64_t{s} * T * HD + uint64_t{h} * D;
-                    if (precision_ == GpuPrecision::kInt8)
-                      mix_int8(scores, v, head_out, HD, T, L, D);
-                    else
-                      gemm({scores, L}, right(v, D, false, L, D), head_out, HD, T, nullptr, false);
-                  }
+                check(cuda::kv_append(in[0], T, past, nullptr, view, stream()), "launching the kv_append kernel");
+                check(cuda::attention(in[0], o, T, past, nullptr, view, scale, stream()),
+                      "launching the attention kernel");
+                // The products' work, for the report: q k^T and p v over the positions each token sees.
+                const uint64_t macs = 2 * uint64_t{batch} * H * D * (uint64_t{T} * past + uint64_t{T} * (T + 1) / 2);
+                stats_.macs += macs;
+                stats_.read_bytes += cache_read_bytes(batch, H, D, T, past);
+                stats_.write_bytes += 4 * rows * HD;
               });
     cache.length = L;
   }
@@ -299,14 +310,14 @@ class CudaBackend final : public MatmulBackend {
 
  private:
   // Device scratch, one allocation per use so that every operand starts an allocation (aligned).
-  enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kScores, kValueScale, kValueRows, kWorkspace,
-              kSlots };
+  enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kWorkspace, kSlots };
   // Pinned host memory that an op's inputs go up from and its result comes back to.
   enum Staging { kStageIn, kStageOut, kStagings };
   // Events around an op's phases: before the upload, after it, after the compute, after the download.
   enum Mark { kUpStart, kUpEnd, kComputeEnd, kDownEnd, kMarks };
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  static constexpr double kIdleSeconds = 0.5;  // long enough for the counter to move by many steps
+  static constexpr double kIdleSeconds = 0.5;
+  static constexpr uint32_t kMaxHeadDim = 256;  // the attention kernel's threads per block  // long enough for the counter to move by many steps
   static constexpr size_t kMaxPlans = 512;  // int8 GEMM shapes remembered (a bound for ever-new shapes)
 
   struct Upload {
@@ -414,6 +425,12 @@ class CudaBackend final : public MatmulBackend {
     });
   }
 
+  // The keys and values the attention reads for T tokens after `past`: each token its positions'.
+  uint64_t cache_read_bytes(uint32_t batch, uint32_t H, uint32_t D, uint32_t T, uint32_t past) const {
+    const uint64_t positions = uint64_t{T} * past + uint64_t{T} * (T + 1) / 2;
+    return 2 * uint64_t{batch} * H * positions * D * operand_bytes(precision_);
+  }
+
   std::string gemm_name() const { return fmt::format("{} GEMM", to_string(precision_)); }
 
   // B [k, n] (or [n, k] when transposed) at p with leading dimension ld, made ready for a GEMM;
@@ -437,27 +454,6 @@ class CudaBackend final : public MatmulBackend {
     }
     b.packed = into->as<void>();
     return b;
-  }
-
-  // out[T, D] (leading dimension ldo) = p[T, L] v[L, D] in int8 as the accelerator computes it over
-  // its KV cache (int8_mix_reference): v quantized with a scale per position, those scales folded
-  // into p (in place), then p quantized per row by the GEMM. A scale per value column instead
-  // would differ from the accelerator by about 2% (relative L2, GPT-2-small attention).
-  void mix_int8(float* p, const float* v, float* out, uint64_t ldo, uint32_t T, uint32_t L, uint32_t D) {
-    auto* v_scale = buffer<float>(kValueScale, L);
-    check(cuda::pack_int8(v, D, 1, L, D, L, buffer<int8_t>(kValueRows, uint64_t{L} * D), D, v_scale, stream()),
-          "launching the pack_int8 kernel");
-    check(cuda::scale_columns(p, L, T, L, v_scale, stream()), "launching the scale_columns kernel");
-    // v as the GEMM's right operand: value column d as a packed row over positions l.
-    const uint32_t kp = pad16(L, "k"), np = pad16(D, "n");
-    auto* packed = buffer<int8_t>(kPackB, uint64_t{np} * kp);
-    auto* ones = buffer<float>(kScaleB, np);
-    check(cuda::pack_int8_with_scales(v, 1, D, D, L, np, packed, kp, v_scale, ones, stream()),
-          "launching the pack_int8_with_scales kernel");
-    RightOperand b{L, D, v, D, false};
-    b.packed = packed;
-    b.scale = ones;
-    gemm({p, L}, b, out, ldo, T, nullptr, false);
   }
 
   // c[m, n] (leading dimension ldc) = A B, plus bias[n] when given, then GELU when gelu.

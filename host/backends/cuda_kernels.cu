@@ -62,28 +62,6 @@ __global__ void pack_int8_kernel(const float* src, uint64_t so, uint64_t si, uin
   }
 }
 
-__global__ void pack_int8_with_scales_kernel(const float* src, uint64_t so, uint64_t si, uint32_t outer,
-                                             uint32_t inner, uint32_t padded_outer, int8_t* dst, uint32_t ld,
-                                             const float* inner_scale, float* scale) {
-  for (uint64_t o = blockIdx.x; o < padded_outer; o += gridDim.x) {
-    int8_t* out = dst + o * ld;
-    if (threadIdx.x == 0 && o < outer) scale[o] = 1.0f;
-    for (uint32_t i = threadIdx.x; i < ld; i += blockDim.x) {
-      if (o >= outer || i >= inner) {
-        out[i] = 0;
-        continue;
-      }
-      const float inv = __fdiv_rn(1.0f, inner_scale[i]);  // as pack_int8 and the host: v * (1 / s)
-      out[i] = static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(src[o * so + i * si], inv)), -127.0f), 127.0f));
-    }
-  }
-}
-
-__global__ void scale_columns_kernel(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale) {
-  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x)
-    for (uint32_t j = threadIdx.x; j < cols; j += blockDim.x) x[r * ld + j] = __fmul_rn(x[r * ld + j], col_scale[j]);
-}
-
 __global__ void pack_bf16_kernel(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                  uint32_t padded_outer, __nv_bfloat16* dst, uint32_t ld) {
   for (uint64_t o = blockIdx.x; o < padded_outer; o += gridDim.x)
@@ -113,20 +91,6 @@ __global__ void bias_gelu_kernel(float* c, uint64_t ldc, uint32_t m, uint32_t n,
   }
 }
 
-__global__ void softmax_causal_kernel(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale) {
-  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const uint32_t visible = offset + r + 1 < cols ? static_cast<uint32_t>(offset + r + 1) : cols;
-    float* s = scores + r * cols;
-    float peak = -INFINITY;
-    for (uint32_t c = threadIdx.x; c < visible; c += blockDim.x) peak = fmaxf(peak, s[c] = __fmul_rn(s[c], scale));
-    peak = block_reduce(peak, Max{});
-    float sum = 0;
-    for (uint32_t c = threadIdx.x; c < visible; c += blockDim.x) sum += s[c] = expf(s[c] - peak);
-    sum = block_reduce(sum, Sum{});
-    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) s[c] = c < visible ? __fdiv_rn(s[c], sum) : 0.0f;
-  }
-}
-
 __global__ void layer_norm_kernel(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma,
                                   const float* beta, float eps) {
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -146,6 +110,137 @@ __global__ void layer_norm_kernel(const float* x, float* y, uint32_t rows, uint3
   }
 }
 
+// v quantized with inv = 1 / scale as pack_int8 and the host do it: round half away from zero, clamp.
+__device__ int8_t to_int8(float v, float inv) {
+  return static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(v, inv)), -127.0f), 127.0f));
+}
+__device__ float int8_scale(float peak) { return peak > 0 ? __fdiv_rn(peak, 127.0f) : 1.0f; }
+__device__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// x[0, n) quantized into out by the whole block, as pack_int8 quantizes a row; returns its scale.
+// Each thread reads and writes the elements i = threadIdx.x + k * blockDim.x.
+__device__ float block_quantize(const float* x, uint32_t n, int8_t* out) {
+  float peak = 0;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) peak = fmaxf(peak, fabsf(x[i]));
+  const float scale = int8_scale(block_reduce(peak, Max{})), inv = __fdiv_rn(1.0f, scale);
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = to_int8(x[i], inv);
+  return scale;
+}
+
+// Row r of the cache's keys (which = 0) or values (1) for sequence s, head h, position l.
+__device__ uint64_t kv_row(const KvView& c, uint32_t s, uint32_t h, uint32_t l) {
+  return (uint64_t{s} * c.heads + h) * c.capacity + l;
+}
+
+// One block per (sequence, token, head, keys or values): that row into the cache.
+__global__ void kv_append_kernel(const float* qkv, uint32_t tokens, uint32_t past_given, const uint32_t* past_dev,
+                                 KvView c) {
+  const uint32_t past = past_dev ? *past_dev : past_given, D = c.head_dim, HD = c.heads * D;
+  const uint64_t rows = uint64_t{c.batch} * tokens * c.heads * 2;
+  for (uint64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    const uint32_t which = i % 2, h = (i / 2) % c.heads;
+    const uint64_t st = i / 2 / c.heads;  // sequence * tokens + token
+    const uint32_t s = static_cast<uint32_t>(st / tokens), t = static_cast<uint32_t>(st % tokens);
+    const float* src = qkv + st * 3 * HD + (which + 1) * HD + uint64_t{h} * D;
+    const uint64_t row = kv_row(c, s, h, past + t);
+    void* base = which ? c.v : c.k;
+    if (c.kind == KvKind::kFp32) {
+      for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) static_cast<float*>(base)[row * D + d] = src[d];
+    } else if (c.kind == KvKind::kBf16) {
+      for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
+        static_cast<__nv_bfloat16*>(base)[row * D + d] = __float2bfloat16_rn(src[d]);
+    } else {
+      const float scale = block_quantize(src, D, static_cast<int8_t*>(base) + row * D);
+      if (threadIdx.x == 0) (which ? c.v_scale : c.k_scale)[row] = scale;
+    }
+  }
+}
+
+// One block per (sequence, head, token): the token's query against the positions it sees, the
+// softmax, and the mix of the values. Dynamic shared memory: the scores (float[capacity]), the
+// query (float[head_dim]), and for int8 the quantized p (int8[capacity]) and q (int8[head_dim]).
+__global__ void attention_kernel(const float* qkv, float* out, uint32_t tokens, uint32_t past_given,
+                                 const uint32_t* past_dev, KvView c, float scale) {
+  extern __shared__ float shared[];
+  float* scores = shared;
+  float* q = scores + c.capacity;
+  int8_t* p8 = reinterpret_cast<int8_t*>(q + c.head_dim);
+  int8_t* q8 = p8 + c.capacity;
+  __shared__ float partial_f[kThreads];
+  __shared__ int32_t partial_i[kThreads];
+  const uint32_t past = past_dev ? *past_dev : past_given, D = c.head_dim, HD = c.heads * D;
+  const uint64_t items = uint64_t{c.batch} * c.heads * tokens;
+  for (uint64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const uint32_t t = i % tokens, h = (i / tokens) % c.heads, s = static_cast<uint32_t>(i / tokens / c.heads);
+    const uint32_t L = past + t + 1;  // positions this token sees
+    const float* src = qkv + (uint64_t{s} * tokens + t) * 3 * HD + uint64_t{h} * D;
+    // The query, in the precision of the products.
+    float q_scale = 1.0f;
+    __syncthreads();  // the previous item's reads of q and the scores are done
+    for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) q[d] = c.kind == KvKind::kBf16 ? round_bf16(src[d]) : src[d];
+    if (c.kind == KvKind::kInt8) q_scale = block_quantize(q, D, q8);
+    __syncthreads();
+    // Scores: a thread per position.
+    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
+      const uint64_t row = kv_row(c, s, h, l);
+      float score = 0;
+      if (c.kind == KvKind::kFp32) {
+        const float* k = static_cast<const float*>(c.k) + row * D;
+        for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], k[d], score);
+      } else if (c.kind == KvKind::kBf16) {
+        const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(c.k) + row * D;
+        for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], __bfloat162float(k[d]), score);
+      } else {
+        const int8_t* k = static_cast<const int8_t*>(c.k) + row * D;
+        int32_t acc = 0;
+        for (uint32_t d = 0; d < D; ++d) acc += int32_t{q8[d]} * int32_t{k[d]};
+        score = __fmul_rn(__fmul_rn(static_cast<float>(acc), c.k_scale[row]), q_scale);
+      }
+      scores[l] = __fmul_rn(score, scale);
+    }
+    // The softmax: scaled scores less their peak, exponentiated, over their sum.
+    float peak = -INFINITY;
+    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) peak = fmaxf(peak, scores[l]);
+    peak = block_reduce(peak, Max{});
+    float sum = 0;
+    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) sum += scores[l] = expf(scores[l] - peak);
+    sum = block_reduce(sum, Sum{});
+    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
+      float p = __fdiv_rn(scores[l], sum);
+      if (c.kind == KvKind::kBf16) p = round_bf16(p);
+      if (c.kind == KvKind::kInt8) p = __fmul_rn(p, c.v_scale[kv_row(c, s, h, l)]);  // the values' scales folded in
+      scores[l] = p;
+    }
+    const float p_scale = c.kind == KvKind::kInt8 ? block_quantize(scores, L, p8) : 1.0f;
+    __syncthreads();
+    // The mix: groups of head_dim threads (head_dim <= blockDim.x), each group over every
+    // groups-th position, then the groups' sums added.
+    const uint32_t groups = blockDim.x / D, g = threadIdx.x / D, d = threadIdx.x % D;
+    float acc_f = 0;
+    int32_t acc_i = 0;
+    if (g < groups)
+      for (uint32_t l = g; l < L; l += groups) {
+        const uint64_t at = kv_row(c, s, h, l) * D + d;
+        if (c.kind == KvKind::kFp32)
+          acc_f = fmaf(scores[l], static_cast<const float*>(c.v)[at], acc_f);
+        else if (c.kind == KvKind::kBf16)
+          acc_f = fmaf(scores[l], __bfloat162float(static_cast<const __nv_bfloat16*>(c.v)[at]), acc_f);
+        else
+          acc_i += int32_t{p8[l]} * int32_t{static_cast<const int8_t*>(c.v)[at]};
+      }
+    partial_f[threadIdx.x] = acc_f;
+    partial_i[threadIdx.x] = acc_i;
+    __syncthreads();
+    if (threadIdx.x < D) {
+      float f = 0;
+      int32_t n = 0;
+      for (uint32_t k = 0; k < groups; ++k) f += partial_f[k * D + threadIdx.x], n += partial_i[k * D + threadIdx.x];
+      float* o = out + (uint64_t{s} * tokens + t) * HD + uint64_t{h} * D;
+      o[threadIdx.x] = c.kind == KvKind::kInt8 ? __fmul_rn(static_cast<float>(n), p_scale) : f;
+    }
+  }
+}
+
 // The error of the launch just made; one left over from before is cleared first (every runtime
 // call of the backend checks its own result, so such an error has been dealt with already).
 void clear_error() { (void)cudaGetLastError(); }
@@ -158,25 +253,6 @@ cudaError_t pack_int8(const float* src, uint64_t so, uint64_t si, uint32_t outer
   clear_error();
   pack_int8_kernel<<<blocks_for(padded_outer), kThreads, 0, stream>>>(src, so, si, outer, inner, padded_outer, dst,
                                                                        ld, scale);
-  return cudaGetLastError();
-}
-
-cudaError_t pack_int8_with_scales(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
-                                  uint32_t padded_outer, int8_t* dst, uint32_t ld, const float* inner_scale,
-                                  float* scale, cudaStream_t stream) {
-  if (padded_outer == 0 || ld == 0) return cudaSuccess;
-  clear_error();
-  pack_int8_with_scales_kernel<<<blocks_for(padded_outer), kThreads, 0, stream>>>(src, so, si, outer, inner,
-                                                                                   padded_outer, dst, ld, inner_scale,
-                                                                                   scale);
-  return cudaGetLastError();
-}
-
-cudaError_t scale_columns(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale,
-                          cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return cudaSuccess;
-  clear_error();
-  scale_columns_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, ld, rows, cols, col_scale);
   return cudaGetLastError();
 }
 
@@ -207,19 +283,33 @@ cudaError_t bias_gelu(float* c, uint64_t ldc, uint32_t m, uint32_t n, const floa
   return cudaGetLastError();
 }
 
-cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale,
-                           cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return cudaSuccess;
-  clear_error();
-  softmax_causal_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(scores, rows, cols, offset, scale);
-  return cudaGetLastError();
-}
-
 cudaError_t layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma, const float* beta,
                        float eps, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   clear_error();
   layer_norm_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, y, rows, cols, gamma, beta, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_append(const float* qkv, uint32_t tokens, uint32_t past, const uint32_t* past_on_device,
+                      const KvView& cache, cudaStream_t stream) {
+  const uint64_t rows = uint64_t{cache.batch} * tokens * cache.heads * 2;
+  if (rows == 0 || cache.head_dim == 0) return cudaSuccess;
+  clear_error();
+  kv_append_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(qkv, tokens, past, past_on_device, cache);
+  return cudaGetLastError();
+}
+
+cudaError_t attention(const float* qkv, float* out, uint32_t tokens, uint32_t past, const uint32_t* past_on_device,
+                      const KvView& cache, float scale, cudaStream_t stream) {
+  const uint64_t items = uint64_t{cache.batch} * cache.heads * tokens;
+  if (items == 0 || cache.head_dim == 0) return cudaSuccess;
+  // The mix gives each output column a thread of its own.
+  if (cache.capacity > kMaxAttentionPositions || cache.head_dim > kThreads) return cudaErrorInvalidValue;
+  const size_t shared = (size_t{cache.capacity} + cache.head_dim) * (sizeof(float) + 1);
+  clear_error();
+  attention_kernel<<<blocks_for(items), kThreads, shared, stream>>>(qkv, out, tokens, past, past_on_device, cache,
+                                                                     scale);
   return cudaGetLastError();
 }
 

@@ -22,16 +22,6 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t pack_int8(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                     uint32_t padded_outer, int8_t* dst, uint32_t ld, float* scale, cudaStream_t stream);
 
-// dst[o][i] as pack_int8 lays it out, but each element quantized with a given scale per column i,
-// inner_scale[i] (from an earlier pack_int8 of the rows the columns are); scale[o] = 1 for o < outer.
-[[nodiscard]] cudaError_t pack_int8_with_scales(const float* src, uint64_t so, uint64_t si, uint32_t outer,
-                                                uint32_t inner, uint32_t padded_outer, int8_t* dst, uint32_t ld,
-                                                const float* inner_scale, float* scale, cudaStream_t stream);
-
-// x[r][j] (ld) *= col_scale[j], one rounding, for r < rows and j < cols.
-[[nodiscard]] cudaError_t scale_columns(float* x, uint64_t ld, uint32_t rows, uint32_t cols, const float* col_scale,
-                                        cudaStream_t stream);
-
 // The same view rounded to bfloat16 (nearest even), zero-padded the same way.
 [[nodiscard]] cudaError_t pack_bf16(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                     uint32_t padded_outer, uint16_t* dst, uint32_t ld, cudaStream_t stream);
@@ -46,13 +36,38 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t bias_gelu(float* c, uint64_t ldc, uint32_t m, uint32_t n, const float* bias, bool gelu,
                                     cudaStream_t stream);
 
-// Each row r of scores[rows, cols] (the query at position offset + r) scaled by `scale`, then
-// softmax over keys 0 .. offset + r; later ones 0.
-[[nodiscard]] cudaError_t softmax_causal(float* scores, uint32_t rows, uint32_t cols, uint32_t offset, float scale,
-                                         cudaStream_t stream);
-
 // y = (x - mean) / sqrt(var + eps) * gamma + beta per row of x[rows, cols].
 [[nodiscard]] cudaError_t layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma,
                                      const float* beta, float eps, cudaStream_t stream);
+
+// A KV cache on the device, for one layer of one shard: `batch` sequences x `heads` heads x
+// `capacity` positions x head_dim, keys and values, in the precision of the ops (`kind`): fp32,
+// bf16 (rounded to nearest even at append), or int8 with a scale per position (each position's
+// head_dim values quantized once at append, as the accelerator's cache holds them).
+enum class KvKind { kFp32, kBf16, kInt8 };
+struct KvView {
+  KvKind kind = KvKind::kFp32;
+  void *k = nullptr, *v = nullptr;                // [batch][heads][capacity][head_dim]
+  float *k_scale = nullptr, *v_scale = nullptr;   // int8: [batch][heads][capacity]
+  uint32_t batch = 0, heads = 0, head_dim = 0, capacity = 0;
+};
+
+// The keys and values of `tokens` new tokens of each sequence, from qkv[batch * tokens, 3 * heads *
+// head_dim] (q, k and v blocks side by side), into the cache at positions past onwards. `past` is
+// read from device memory where past_on_device is set (a graph replays with the position of the
+// step), else `past` is used.
+[[nodiscard]] cudaError_t kv_append(const float* qkv, uint32_t tokens, uint32_t past, const uint32_t* past_on_device,
+                                    const KvView& cache, cudaStream_t stream);
+
+// The attention core over the cache for those tokens, every sequence, head and token in one
+// launch: out[batch * tokens, heads * head_dim] = softmax(q k^T * scale, causal) v, each token
+// seeing positions 0 .. past + its own. In the cache's precision as the GEMM paths compute it: fp32;
+// q and p rounded to bf16 against bf16 keys and values, fp32 sums; int8 as the accelerator does
+// (int8_scores_reference, int8_mix_reference: q per row, p with the values' scales folded in per
+// row, integer sums, float(acc) * scales). past as kv_append's. capacity <= kMaxAttentionPositions.
+constexpr uint32_t kMaxAttentionPositions = 8192;
+[[nodiscard]] cudaError_t attention(const float* qkv, float* out, uint32_t tokens, uint32_t past,
+                                    const uint32_t* past_on_device, const KvView& cache, float scale,
+                                    cudaStream_t stream);
 
 }  // namespace tessera::cuda
