@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -208,6 +209,9 @@ class CudaBackend final : public MatmulBackend {
           "MAX_WORKSPACE_BYTES");
     for (Event& e : events_) e = make<Event>([](cudaEvent_t* ev) { return cudaEventCreate(ev); }, "cudaEventCreate");
     scratch_[kWorkspace] = DeviceBuffer(kWorkspaceBytes);
+    // cuBLAS's own, so that it allocates nothing while a CUDA graph is captured.
+    scratch_[kBlasWorkspace] = DeviceBuffer(kWorkspaceBytes);
+    check(cublasSetWorkspace(blas_.get(), scratch_[kBlasWorkspace].as<void>(), kWorkspaceBytes), "cublasSetWorkspace");
     // Its board's energy counter, where NVML has it: a phase's energy is then measured (the report
     // projects it from the board's maximum power otherwise), and its idle power now, before any work.
     char bus[32] = {};
@@ -310,7 +314,7 @@ class CudaBackend final : public MatmulBackend {
 
  private:
   // Device scratch, one allocation per use so that every operand starts an allocation (aligned).
-  enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kWorkspace, kSlots };
+  enum Slot { kInA, kInB, kOut, kPackA, kPackB, kScaleA, kScaleB, kAcc, kWorkspace, kBlasWorkspace, kSlots };
   // Pinned host memory that an op's inputs go up from and its result comes back to.
   enum Staging { kStageIn, kStageOut, kStagings };
   // Events around an op's phases: before the upload, after it, after the compute, after the download.
@@ -334,6 +338,7 @@ class CudaBackend final : public MatmulBackend {
   void ensure(Memory<Kind>& m, uint64_t bytes) {
     if (bytes <= m.bytes()) return;
     check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (before growing a buffer)");
+    ++generation_;  // a graph captured with the old memory is stale
     const uint64_t grown = std::max<uint64_t>(bytes, m.bytes() + m.bytes() / 2);
     m = Memory<Kind>();  // the old one goes first, so that both are never held at once
     m = Memory<Kind>(grown);
@@ -605,7 +610,311 @@ class CudaBackend final : public MatmulBackend {
   std::vector<Phase> phases_;
   std::unique_ptr<NvmlPower> power_;
   std::optional<double> idle_watts_;
+  uint64_t generation_ = 0;  // bumped when a scratch or staging buffer is reallocated
+
+  friend class CudaStage;
+
+ public:
+  std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
+                                           const Linear* vocab) override;
 };
+
+using Graph = Owned<cudaGraph_t, cudaGraphDestroy>;
+using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
+
+// A stage on the GPU from its input to its output (StageProgram). Its weights are the backend's
+// resident ones, uploaded when it is made; its activations and workspaces are allocated at start()
+// for the largest step (a prefill of every position), its KV caches there too, in the ops'
+// precision. A step is one upload (token ids or the residual stream, and the position), every
+// kernel and GEMM of its layers on the backend's stream, and one download. Decode steps replay a
+// CUDA graph per microbatch, captured at a microbatch's second decode step (the first, run
+// eagerly, sizes every scratch buffer and picks cuBLASLt's algorithms); the kernels read the
+// position from device memory, so one graph serves every step. A capture that fails is said in
+// notes(), and decode then runs eagerly.
+class CudaStage final : public StageProgram {
+ public:
+  CudaStage(CudaBackend& b, const Gpt2Model& model, uint32_t first, uint32_t last, bool embed, const Linear* vocab)
+      : b_(b), cfg_(model.cfg), embed_(embed), vocab_(vocab) {
+    const uint64_t E = cfg_.width, ob = operand_bytes(b.precision_);
+    const uint64_t layers = last - first + 1;
+    uint64_t bytes = layers * (12 * E * E * ob + 13 * E * 4) + (vocab ? E * cfg_.vocab * ob + cfg_.vocab * 8 : 0) +
+                     (embed ? uint64_t{cfg_.vocab + cfg_.positions} * E * 4 : 0);
+    if (b.precision_ != GpuPrecision::kFp32)  // the fp32 copy of the largest matrix, while it is packed
+      bytes += std::max<uint64_t>(4 * E * E, vocab ? E * cfg_.vocab : 0) * 4;
+    check_fits(bytes, fmt::format("the weights of layers {}-{}{}", first, last, vocab ? " and the logits" : ""));
+    b_.guarded([&] {
+      for (uint32_t l = first; l <= last; ++l) {
+        const Gpt2Block& blk = model.blocks.at(l);
+        layers_.push_back({&b_.resident(blk.c_attn), &b_.resident(blk.attn_proj), &b_.resident(blk.c_fc),
+                           &b_.resident(blk.mlp_proj), &b_.resident(blk.ln_1, cfg_.width),
+                           &b_.resident(blk.ln_2, cfg_.width)});
+      }
+      if (vocab_) {
+        head_ = &b_.resident(*vocab_);
+        ln_f_ = &b_.resident(model.ln_f, cfg_.width);
+      }
+      if (embed_) {
+        wte_ = DeviceBuffer(model.wte.size() * 4);
+        wpe_ = DeviceBuffer(model.wpe.size() * 4);
+        b_.copy_up(wte_.as<float>(), model.wte.data(), model.wte.size());
+        b_.copy_up(wpe_.as<float>(), model.wpe.data(), model.wpe.size());
+      }
+      check(cudaStreamSynchronize(b_.stream()), "cudaStreamSynchronize (weights uploaded)");
+    });
+    b_.take_phases();  // the uploads are no step's
+  }
+
+  void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) override {
+    end();
+    const uint64_t E = cfg_.width, H = cfg_.heads, D = cfg_.head_dim();
+    const uint32_t most = *std::max_element(batch_of.begin(), batch_of.end());
+    rows_ = uint64_t{most} * capacity;
+    uint64_t cache_bytes = 0;
+    for (uint32_t n : batch_of) cache_bytes += layers_.size() * GpuKvCache::bytes_for(b_.precision_, n, H, D, capacity);
+    const uint64_t work = rows_ * (2 * E + 3 * E + E + E + 4 * E) * 4 + rows_ * 4 + most * E * 4 +
+                          (vocab_ ? uint64_t{most} * cfg_.vocab * 4 : 0);
+    check_fits(cache_bytes + work, fmt::format("the KV caches and workspaces for {} sequences of {} positions",
+                                               std::accumulate(batch_of.begin(), batch_of.end(), 0u), capacity));
+    b_.guarded([&] {
+      x_ = DeviceBuffer(rows_ * E * 4), h_ = DeviceBuffer(rows_ * E * 4), qkv_ = DeviceBuffer(rows_ * 3 * E * 4);
+      att_ = DeviceBuffer(rows_ * E * 4), tmp_ = DeviceBuffer(rows_ * E * 4), up_ = DeviceBuffer(rows_ * 4 * E * 4);
+      tokens_ = DeviceBuffer(rows_ * 4), last_ = DeviceBuffer(uint64_t{most} * E * 4);
+      pasts_ = DeviceBuffer(batch_of.size() * 4);
+      pin_in_ = PinnedBuffer(rows_ * E * 4), pin_past_ = PinnedBuffer(batch_of.size() * 4);
+      caches_.resize(batch_of.size());
+      for (size_t j = 0; j < batch_of.size(); ++j)
+        for (size_t l = 0; l < layers_.size(); ++l)
+          caches_[j].push_back(std::make_unique<GpuKvCache>(b_.precision_, batch_of[j], H, D, capacity));
+    });
+    batch_of_ = batch_of;
+    capacity_ = capacity;
+  }
+
+  void end() override {
+    graphs_.clear();
+    caches_.clear();
+    eager_decodes_.clear();
+  }
+
+  uint64_t kv_cache_bytes() const override {
+    uint64_t bytes = 0;
+    for (const auto& per_layer : caches_)
+      for (const auto& c : per_layer) bytes += c->bytes();
+    return bytes;
+  }
+
+  std::vector<std::string> notes() const override {
+    if (graphs_off_.empty()) return {};
+    return {fmt::format("decode ran without CUDA graphs: {}", graphs_off_)};
+  }
+
+  void step(uint32_t j, const int32_t* tokens, const float* x, uint32_t T, uint32_t past, bool last_only,
+            float* out) override {
+    if (j >= batch_of_.size()) throw std::logic_error("CudaStage::step before start");
+    if (past + T > capacity_)
+      throw std::invalid_argument(fmt::format("{} tokens after {} do not fit the {} positions started", T, past,
+                                              capacity_));
+    const uint32_t B = batch_of_[j];
+    const uint64_t E = cfg_.width, rows = uint64_t{B} * T, rows_out = vocab_ ? (last_only ? B : rows) : rows;
+    const uint64_t out_count = rows_out * (vocab_ ? cfg_.vocab : E);
+    const MatmulStats before = b_.stats_;  // counted by account(), graph or not
+    b_.guarded([&] {
+      // Room for the result first (outside any capture: growing waits for the stream).
+      if (vocab_) b_.ensure(logits_, out_count * 4);
+      float* pin_out = b_.staging<float>(CudaBackend::kStageOut, out_count);
+      const auto start = Clock::now();
+      pin_past_.as<uint32_t>()[j] = past;
+      if (embed_)
+        std::memcpy(pin_in_.as<int32_t>(), tokens, rows * 4);
+      else
+        std::memcpy(pin_in_.as<float>(), x, rows * E * 4);
+      const auto staged = Clock::now();
+      const bool decode = T == 1;
+      GraphKey key{j, last_only};
+      b_.mark(CudaBackend::kUpStart);
+      if (decode && replay(key)) {
+        b_.mark(CudaBackend::kComputeEnd);
+      } else if (decode && graphs_off_.empty() && eager_decodes_[key] >= 1) {
+        capture(key, T, past, last_only, pin_out);
+        b_.mark(CudaBackend::kComputeEnd);
+      } else {
+        enqueue(j, T, past, last_only, pin_out);
+        if (decode) ++eager_decodes_[key];
+        b_.mark(CudaBackend::kComputeEnd);
+      }
+      check(cudaStreamSynchronize(b_.stream()), "cudaStreamSynchronize (end of a stage step: a kernel or copy failed)");
+      const auto synced = Clock::now();
+      std::memcpy(out, pin_out, out_count * 4);
+      const auto done = Clock::now();
+      const double up = seconds_between(start, staged), work = b_.elapsed(CudaBackend::kUpStart, CudaBackend::kComputeEnd);
+      b_.phases_.push_back({"dma", "stage input", start, up});
+      b_.phases_.push_back({"compute", "stage (upload, layers, download)", start + to_duration(up), work});
+      b_.phases_.push_back({"dma", "stage output", start + to_duration(up + work), seconds_between(synced, done)});
+      b_.stats_ = before;
+      account(B, T, past, rows_out);
+    });
+  }
+
+ private:
+  struct Layer {
+    const ResidentLinear *qkv, *proj, *fc, *down;
+    const std::array<DeviceBuffer, 2> *ln_1, *ln_2;
+  };
+  using GraphKey = std::pair<uint32_t, bool>;  // microbatch, last_only
+  struct Captured {
+    Graph graph;
+    GraphExec exec;
+    uint64_t generation = 0;  // of the backend's buffers it was captured with
+  };
+
+  void check_fits(uint64_t bytes, const std::string& what) const {
+    const uint64_t free = *b_.memory_free();
+    const auto mib = [](uint64_t v) { return double(v) / (1 << 20); };
+    if (bytes > free)
+      throw std::invalid_argument(fmt::format("{} need {:.1f} MiB on {}, which has {:.1f} MiB free ({:.1f} MiB short)",
+                                              what, mib(bytes), b_.name_, mib(free), mib(bytes - free)));
+  }
+
+  // Every copy and launch of a step on the stream (also what a capture records).
+  void enqueue(uint32_t j, uint32_t T, uint32_t past, bool last_only, float* pin_out) {
+    const uint32_t B = batch_of_[j], E = cfg_.width, V = cfg_.vocab;
+    const uint32_t rows = B * T;
+    cudaStream_t st = b_.stream();
+    const uint32_t* past_dev = pasts_.as<uint32_t>() + j;
+    check(cudaMemcpyAsync(pasts_.as<uint32_t>() + j, pin_past_.as<uint32_t>() + j, 4, cudaMemcpyHostToDevice, st),
+          "copy of the position to the GPU");
+    float* x = x_.as<float>();
+    if (embed_) {
+      check(cudaMemcpyAsync(tokens_.as<int32_t>(), pin_in_.as<int32_t>(), uint64_t{rows} * 4, cudaMemcpyHostToDevice, st),
+            "copy of the token ids to the GPU");
+      check(cuda::embed(tokens_.as<int32_t>(), wte_.as<float>(), wpe_.as<float>(), past, past_dev, rows, T, E, x, st),
+            "launching the embed kernel");
+    } else {
+      check(cudaMemcpyAsync(x, pin_in_.as<float>(), uint64_t{rows} * E * 4, cudaMemcpyHostToDevice, st),
+            "copy of the residual stream to the GPU");
+    }
+    float *h = h_.as<float>(), *qkv = qkv_.as<float>(), *att = att_.as<float>(), *tmp = tmp_.as<float>(),
+          *up = up_.as<float>();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const Layer& w = layers_[l];
+      const cuda::KvView cache = caches_[j][l]->view();
+      check(cuda::layer_norm(x, h, rows, E, (*w.ln_1)[0].as<float>(), (*w.ln_1)[1].as<float>(), cfg_.eps, st),
+            "launching the layer_norm kernel");
+      b_.gemm({h, E}, w.qkv->b, qkv, 3 * E, rows, w.qkv->bias.as<float>(), false);
+      check(cuda::kv_append(qkv, T, past, past_dev, cache, st), "launching the kv_append kernel");
+      check(cuda::attention(qkv, att, T, past, past_dev, cache, scale, st), "launching the attention kernel");
+      b_.gemm({att, E}, w.proj->b, tmp, E, rows, w.proj->bias.as<float>(), false);
+      check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
+      check(cuda::layer_norm(x, h, rows, E, (*w.ln_2)[0].as<float>(), (*w.ln_2)[1].as<float>(), cfg_.eps, st),
+            "launching the layer_norm kernel");
+      b_.gemm({h, E}, w.fc->b, up, 4 * E, rows, w.fc->bias.as<float>(), true);
+      b_.gemm({up, 4 * E}, w.down->b, tmp, E, rows, w.down->bias.as<float>(), false);
+      check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
+    }
+    if (!vocab_) {
+      check(cudaMemcpyAsync(pin_out, x, uint64_t{rows} * E * 4, cudaMemcpyDeviceToHost, st),
+            "copy of the residual stream from the GPU");
+      return;
+    }
+    check(cuda::layer_norm(x, h, rows, E, (*ln_f_)[0].as<float>(), (*ln_f_)[1].as<float>(), cfg_.eps, st),
+          "launching the layer_norm kernel");
+    const float* in = h;
+    uint32_t rows_out = rows;
+    if (last_only) {  // each sequence's last token
+      check(cudaMemcpy2DAsync(last_.as<float>(), uint64_t{E} * 4, h + uint64_t{T - 1} * E, uint64_t{T} * E * 4,
+                              uint64_t{E} * 4, B, cudaMemcpyDeviceToDevice, st),
+            "cudaMemcpy2DAsync (the last tokens)");
+      in = last_.as<float>(), rows_out = B;
+    }
+    b_.gemm({in, E}, head_->b, logits_.as<float>(), V, rows_out, head_->bias.as<float>(), false);
+    check(cudaMemcpyAsync(pin_out, logits_.as<float>(), uint64_t{rows_out} * V * 4, cudaMemcpyDeviceToHost, st),
+          "copy of the logits from the GPU");
+  }
+
+  // Launches the microbatch's decode graph, where one was captured with the buffers of now.
+  bool replay(const GraphKey& key) {
+    const auto it = graphs_.find(key);
+    if (it == graphs_.end() || it->second.generation != b_.generation_) return false;
+    check(cudaGraphLaunch(it->second.exec.get(), b_.stream()), "cudaGraphLaunch");
+    return true;
+  }
+
+  // Captures a decode step into a graph and launches it; where capture fails, says why (notes())
+  // and runs the step eagerly, as every later one.
+  void capture(const GraphKey& key, uint32_t T, uint32_t past, bool last_only, float* pin_out) {
+    const uint64_t generation = b_.generation_;
+    cudaStream_t st = b_.stream();
+    std::string why;
+    Captured c;
+    if (const cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+      why = fmt::format("cudaStreamBeginCapture: {}", cudaGetErrorString(e));
+    } else {
+      try {
+        enqueue(key.first, T, past, last_only, pin_out);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      cudaGraph_t graph = nullptr;
+      const cudaError_t ended = cudaStreamEndCapture(st, &graph);
+      c.graph.reset(graph);
+      if (why.empty() && ended != cudaSuccess)
+        why = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(ended));
+      if (why.empty() && b_.generation_ != generation) why = "a buffer grew during the capture";
+      if (why.empty()) {
+        cudaGraphExec_t exec = nullptr;
+        if (const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0); ie != cudaSuccess)
+          why = fmt::format("cudaGraphInstantiate: {}", cudaGetErrorString(ie));
+        c.exec.reset(exec);
+      }
+    }
+    if (!why.empty()) {
+      (void)cudaGetLastError();  // the capture's error is handled here
+      graphs_off_ = why;
+      enqueue(key.first, T, past, last_only, pin_out);
+      return;
+    }
+    c.generation = generation;
+    check(cudaGraphLaunch(c.exec.get(), st), "cudaGraphLaunch");
+    graphs_[key] = std::move(c);
+  }
+
+  // What the step did, for the report (a replayed graph calls no gemm() to count it).
+  void account(uint32_t B, uint32_t T, uint32_t past, uint64_t rows_out) {
+    MatmulStats& s = b_.stats_;
+    const uint64_t E = cfg_.width, rows = uint64_t{B} * T, ob = operand_bytes(b_.precision_);
+    const uint64_t layers = layers_.size(), positions = uint64_t{T} * past + uint64_t{T} * (T + 1) / 2;
+    s.gemms += layers * 4 + (vocab_ ? 1 : 0);
+    s.macs += layers * (rows * 12 * E * E + 2 * uint64_t{B} * cfg_.heads * cfg_.head_dim() * positions) +
+              (vocab_ ? rows_out * E * cfg_.vocab : 0);
+    s.read_bytes += layers * (12 * E * E * ob + b_.cache_read_bytes(B, cfg_.heads, cfg_.head_dim(), T, past)) +
+                    (vocab_ ? E * cfg_.vocab * ob : 0);
+    s.write_bytes += layers * rows * (3 * E + E + 4 * E + E) * 4 + (vocab_ ? rows_out * cfg_.vocab * 4 : 0);
+  }
+
+  CudaBackend& b_;
+  const Gpt2Config cfg_;
+  const bool embed_;
+  const Linear* vocab_;
+  std::vector<Layer> layers_;
+  const ResidentLinear* head_ = nullptr;
+  const std::array<DeviceBuffer, 2>* ln_f_ = nullptr;
+  DeviceBuffer wte_, wpe_;
+  uint64_t rows_ = 0;
+  uint32_t capacity_ = 0;
+  std::vector<uint32_t> batch_of_;
+  DeviceBuffer x_, h_, qkv_, att_, tmp_, up_, tokens_, last_, pasts_, logits_;
+  PinnedBuffer pin_in_, pin_past_;
+  std::vector<std::vector<std::unique_ptr<GpuKvCache>>> caches_;  // [microbatch][layer]
+  std::map<GraphKey, Captured> graphs_;
+  std::map<GraphKey, uint32_t> eager_decodes_;
+  std::string graphs_off_;  // why decode runs without graphs, once a capture failed
+};
+
+std::unique_ptr<StageProgram> CudaBackend::make_stage(const Gpt2Model& model, uint32_t first, uint32_t last,
+                                                      bool embed, const Linear* vocab) {
+  return std::make_unique<CudaStage>(*this, model, first, last, embed, vocab);
+}
 
 
 // How many GPUs the CUDA runtime shows this process, or -1 with `why_not` set. With no GPU driver

@@ -110,6 +110,21 @@ __global__ void layer_norm_kernel(const float* x, float* y, uint32_t rows, uint3
   }
 }
 
+__global__ void embed_kernel(const int32_t* tokens, const float* wte, const float* wpe, uint32_t past_given,
+                             const uint32_t* past_dev, uint32_t rows, uint32_t per_sequence, uint32_t width, float* x) {
+  const uint32_t past = past_dev ? *past_dev : past_given;
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* word = wte + uint64_t(tokens[r]) * width;
+    const float* position = wpe + uint64_t{past + static_cast<uint32_t>(r % per_sequence)} * width;
+    for (uint32_t c = threadIdx.x; c < width; c += blockDim.x) x[r * width + c] = __fadd_rn(word[c], position[c]);
+  }
+}
+
+__global__ void add_into_kernel(float* x, const float* y, uint64_t n) {
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x)
+    x[i] = __fadd_rn(x[i], y[i]);
+}
+
 // v quantized with inv = 1 / scale as pack_int8 and the host do it: round half away from zero, clamp.
 __device__ int8_t to_int8(float v, float inv) {
   return static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(v, inv)), -127.0f), 127.0f));
@@ -288,6 +303,23 @@ cudaError_t layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, c
   if (rows == 0 || cols == 0) return cudaSuccess;
   clear_error();
   layer_norm_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, y, rows, cols, gamma, beta, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t embed(const int32_t* tokens, const float* wte, const float* wpe, uint32_t past,
+                  const uint32_t* past_on_device, uint32_t rows, uint32_t tokens_per_sequence, uint32_t width, float* x,
+                  cudaStream_t stream) {
+  if (rows == 0 || width == 0 || tokens_per_sequence == 0) return cudaSuccess;
+  clear_error();
+  embed_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(tokens, wte, wpe, past, past_on_device, rows,
+                                                           tokens_per_sequence, width, x);
+  return cudaGetLastError();
+}
+
+cudaError_t add_into(float* x, const float* y, uint64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  clear_error();
+  add_into_kernel<<<blocks_for((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
 

@@ -40,6 +40,15 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma,
                                      const float* beta, float eps, cudaStream_t stream);
 
+// x[r][c] = wte[tokens[r]][c] + wpe[past + r % tokens_per_sequence][c] for r < rows, c < width:
+// the embedding, past as kv_append's (below).
+[[nodiscard]] cudaError_t embed(const int32_t* tokens, const float* wte, const float* wpe, uint32_t past,
+                                const uint32_t* past_on_device, uint32_t rows, uint32_t tokens_per_sequence,
+                                uint32_t width, float* x, cudaStream_t stream);
+
+// x[i] += y[i] for i < n (the residual stream and a projection's output).
+[[nodiscard]] cudaError_t add_into(float* x, const float* y, uint64_t n, cudaStream_t stream);
+
 // A KV cache on the device, for one layer of one shard: `batch` sequences x `heads` heads x
 // `capacity` positions x head_dim, keys and values, in the precision of the ops (`kind`): fp32,
 // bf16 (rounded to nearest even at append), or int8 with a scale per position (each position's

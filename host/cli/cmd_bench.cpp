@@ -46,6 +46,7 @@ struct Result {
   std::optional<double> above_idle_joules;
   std::string clock;  // where clock_mhz comes from
   nlohmann::ordered_json cpu_threads;  // the CPU backend's, where the plan has a cpu device
+  std::vector<std::string> notes;      // how its stage programs ran (Pipeline::notes)
   uint64_t energy_macs = 0;
   // Plans on GPUs alone: the least time their peaks allow for the test, and the GPUs' peaks.
   std::optional<double> roofline_seconds;
@@ -128,6 +129,7 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
   for (const auto& k : kinds) r.time += (r.time.empty() ? "" : " + ") + k;
   for (const auto& k : energy_kinds) r.energy += (r.energy.empty() ? "" : " + ") + k;
   add_roofline(r, ra.plan, devs, cfg, prefill);
+  r.notes = p.notes();
   return r;
 }
 
@@ -164,6 +166,7 @@ int bench(const std::vector<std::string>& args) {
   ra.add_energy_option(opts);
   ra.add_clock_option(opts);
   ra.add_cpu_threads_option(opts);
+  ra.add_profile_ops_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (format != "md" && format != "csv" && format != "json")
@@ -185,6 +188,7 @@ int bench(const std::vector<std::string>& args) {
     const Plan& plan = ra.plan;
     const auto devs = open_devices(ra, nullptr, 0, "bench");
     Pipeline pipeline(model, stage_shards(ra.plan, *devs, 0));
+    pipeline.profile_ops = ra.profile_ops;
     const uint32_t warmup = vm->count("warmup") ? (*vm)["warmup"].as<uint32_t>() : timed_by_wall_clock(plan, *devs);
     for (bool prefill : {true, false})
       for (uint32_t t : prefill ? pp : tg) {
@@ -205,12 +209,14 @@ int bench(const std::vector<std::string>& args) {
                       {"tokens_per_s", r.tokens_per_s()}, {"time", r.time}, {"joules", r.joules},
                       {"j_per_token", r.j_per_token()}, {"above_idle_j_per_token", optional(above_idle)},
                       {"tops_per_w", r.tops_per_w()}, {"energy", r.energy},
-                      {"roofline", r.roofline_seconds ? nlohmann::ordered_json{{"gpu", r.roofline_gpu},
-                                                                                {"seconds", *r.roofline_seconds},
-                                                                                {"fraction", *r.roofline_fraction()}}
-                                                      : nlohmann::ordered_json()},
+                      {"roofline", r.roofline_seconds
+                                       ? nlohmann::ordered_json{{"gpu", r.roofline_gpu},
+                                                                {"seconds", *r.roofline_seconds},
+                                                                {"fraction", *r.roofline_fraction()},
+                                                                {"board_watts", gpu_peaks(r.roofline_gpu).board_watts}}
+                                       : nlohmann::ordered_json()},
                       {"clock_mhz", r.clock_mhz}, {"clock", r.clock}, {"wall_seconds", r.wall_seconds},
-                      {"cpu_threads", r.cpu_threads}});
+                      {"cpu_threads", r.cpu_threads}, {"notes", r.notes}});
     }
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
                                         {"energy_table", ra.energy_table.name}, {"results", rows}}.dump(2) << "\n";
@@ -257,9 +263,11 @@ int bench(const std::vector<std::string>& args) {
                              "above their idle power beside it, and projected from their board power over their "
                              "time where they are not; the host is not counted\n",
                              ra.energy_table.name, ra.energy_table.description);
-    std::set<std::string> threads;
+    std::set<std::string> threads, notes;
     for (size_t i = 0; i < ra.plans.size(); ++i) threads.insert(cpu_threads_text(ra.plans[i]));
+    for (const Result& r : results) notes.insert(r.notes.begin(), r.notes.end());
     for (const auto& t : threads) std::cout << t;
+    for (const auto& n : notes) std::cout << n << "\n";
   }
   return 0;
 }

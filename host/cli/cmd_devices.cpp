@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "tessera/backends/cpu_backend.hpp"
 #include "tessera/backends/cuda_backend.hpp"
+#include "tessera/backends/gpu_projection.hpp"
 #include "tessera/driver/device.hpp"
 
 namespace po = boost::program_options;
@@ -65,13 +67,17 @@ std::vector<nlohmann::json> probe_gpus() {
   const auto gpus = list_gpus(why_not);
   if (gpus.empty())
     return {{{"spec", "cuda:0"}, {"kind", "cuda"}, {"available", false},
-             {"reason", why_not + "; a plan may still name cuda:i[?gpu=h100|h200|a100]: its share is computed on the "
-                                  "host and its time projected from that GPU's published peaks"}}};
+             {"reason", why_not + fmt::format("; a plan may still name cuda:i[?gpu=NAME] (NAME: {}): its share is "
+                                              "computed on the host and its time projected from that GPU's published "
+                                              "peaks", known_gpus())}}};
   std::vector<nlohmann::json> list;
-  for (const auto& g : gpus)
+  for (const auto& g : gpus) {
+    const GpuPeaks* peaks = detect_gpu_peaks(g.name);  // what its roofline is held to, where known
     list.push_back({{"spec", fmt::format("cuda:{}", g.index)}, {"kind", "cuda"}, {"available", true},
                     {"name", g.name}, {"mem_bytes", g.memory_bytes},
-                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}, {"uuid", g.uuid}});
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}, {"uuid", g.uuid},
+                    {"peaks", peaks ? nlohmann::json(std::string(peaks->description)) : nlohmann::json()}});
+  }
   return list;
 }
 
@@ -104,7 +110,8 @@ int devices(const std::vector<std::string>& args) {
     list.push_back(x);
   }
   list.push_back({{"spec", "cpu"}, {"kind", "cpu"}, {"available", true},
-                  {"threads", std::thread::hardware_concurrency()}});
+                  {"threads", std::thread::hardware_concurrency()}, {"cores_available", cores_available()},
+                  {"blas_threads", cpu_threads().threads}});
   for (auto& x : probe_gpus()) list.push_back(x);
 
   if (vm.count("json")) {
@@ -123,11 +130,14 @@ int devices(const std::vector<std::string>& args) {
                             d["axi_bytes"].get<int>() * 8, d["mem_bytes"].get<uint64_t>() >> 20,
                             d.contains("presets") ? "; presets: " + d["presets"].dump() : "");
     else if (d["available"].get<bool>() && d.contains("uuid"))
-      details = fmt::format("{}, {} MiB, compute capability {}, UUID {}", d["name"].get<std::string>(),
+      details = fmt::format("{}, {} MiB, compute capability {}, UUID {}; peaks: {}", d["name"].get<std::string>(),
                             d["mem_bytes"].get<uint64_t>() >> 20, d["compute_capability"].get<std::string>(),
-                            d["uuid"].get<std::string>());
+                            d["uuid"].get<std::string>(),
+                            d["peaks"].is_null() ? "unknown (no roofline)" : d["peaks"].get<std::string>());
     else if (d["available"].get<bool>())
-      details = fmt::format("{} hardware threads", d["threads"].get<unsigned>());
+      details = fmt::format("{} hardware threads, {} available to this process; BLAS threads: {} ({})",
+                            d["threads"].get<unsigned>(), d["cores_available"].get<unsigned>(),
+                            d["blas_threads"].get<unsigned>(), cpu_threads().source);
     else
       details = d["reason"].get<std::string>();
     std::cout << fmt::format("{:<18} {:<10} {}\n", d["spec"].get<std::string>(),

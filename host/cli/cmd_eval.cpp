@@ -35,6 +35,7 @@ int eval(const std::vector<std::string>& args) {
       ("plan", po::value(&ra.plan_text), kPlanHelp)
       ("json", po::bool_switch(&ra.json), "print one JSON object");
   ra.add_cpu_threads_option(opts);
+  ra.add_profile_ops_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   ra.finish(*vm);
@@ -64,6 +65,7 @@ int eval(const std::vector<std::string>& args) {
       const auto devs = open_devices(ra, comm.get(), me, "eval");
       if (!devs) return 1;
       Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm.get());
+      pipeline.profile_ops = ra.profile_ops;
       const auto t0 = std::chrono::steady_clock::now();
       const Perplexity p = perplexity(pipeline, cfg, ids, window, stride);  // the logits are complete on rank 0
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -106,6 +106,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
   const auto devs = open_devices(ra, comm, me, "generate");
   if (!devs) return 1;
   Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
+  pipeline.profile_ops = ra.profile_ops;
   const bool stream = me == 0 && !ra.json && !ra.csv && !compared;
   auto write_token = [&](int32_t id) {
     if (ga.tokenizer)
@@ -216,7 +217,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
         {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
                       {"top_p", ga.sampling.top_p}, {"seed", ra.seed}}},
-        {"ttft_s", prefill.makespan}, {"kv_cache_bytes", kv_bytes},
+        {"ttft_s", prefill.makespan}, {"kv_cache_bytes", kv_bytes}, {"notes", pipeline.notes()},
         {"prefill", {{"tokens", n}, {"seconds", prefill.makespan},
                      {"tokens_per_s", prefill.makespan > 0 ? double(n) / prefill.makespan : 0.0},
                      {"time", prefill_time}}},
@@ -274,6 +275,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
   std::cout << fmt::format("\nKV caches: {:.2f} MiB over the plan's devices; wall time: {:.2f} s (time to first token "
                            "{:.3f} s)\n", double(kv_bytes) / (1 << 20), wall, g.step_wall.front());
   if (ra.auto_plan) std::cout << auto_check_text(ra, checks);
+  for (const std::string& note : pipeline.notes()) std::cout << note << "\n";
   std::cout << fmt::format("stopped at {}; ", g.stopped_at_end ? "end-of-text" : "--max-new-tokens");
   if (divergence)
     std::cout << fmt::format("fp32 on the CPU generates the same ids up to token {} of {}, then {} where this run has {}\n",
@@ -361,6 +363,7 @@ int generate(const std::vector<std::string>& args) {
   ra.add_energy_option(opts);
   ra.add_clock_option(opts);
   ra.add_cpu_threads_option(opts);
+  ra.add_profile_ops_option(opts);
   const auto vm = parse_args(opts, args);
   if (!vm) return 0;
   if (vm->count("prompt") == vm->count("tokens")) throw std::invalid_argument("give --prompt or --tokens");

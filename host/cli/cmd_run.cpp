@@ -93,6 +93,7 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
   const auto devs = open_devices(ra, comm, me, "run");
   if (!devs) return 1;
   Pipeline pipeline(model, stage_shards(ra.plan, *devs, me), comm);
+  pipeline.profile_ops = ra.profile_ops;
   show_progress(pipeline, ra.microbatches);  // simulations can take a while
   const EnergyMark energy_before = read_energy(*devs);
   const auto t0 = std::chrono::steady_clock::now();
@@ -116,6 +117,7 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
   sum = summarize(ra, *devs, log, std::move(ranks), model.cfg, energy);
   sum->numerics = compare_logits(logits, fp32(), model.cfg.vocab);
   sum->wall_seconds = wall;
+  sum->notes = pipeline.notes();
   if (comm) sum->mpi_library = comm->library();
   return 0;
 }

@@ -40,6 +40,13 @@ void RunArgs::add_options(po::options_description& opts) {
   add_energy_option(opts);
   add_clock_option(opts);
   add_cpu_threads_option(opts);
+  add_profile_ops_option(opts);
+}
+
+void RunArgs::add_profile_ops_option(po::options_description& opts) {
+  opts.add_options()("profile-ops", po::bool_switch(&profile_ops),
+                     "run each GPU stage op by op, for a time per op (by default a stage held whole by a GPU runs "
+                     "on it as one program, decode in CUDA graphs, and reports one 'stage' op a step)");
 }
 
 void RunArgs::add_cpu_threads_option(po::options_description& opts) {

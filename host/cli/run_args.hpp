@@ -37,11 +37,13 @@ struct RunArgs {
   uint64_t seed = 1;
   bool json = false, csv = false;
   unsigned cpu_threads = 0;        // --cpu-threads; 0: the CPU backend chooses (cpu_backend.hpp)
+  bool profile_ops = false;        // --profile-ops: GPU stages op by op (Pipeline::profile_ops)
 
   void add_options(boost::program_options::options_description& opts);
   void add_energy_option(boost::program_options::options_description& opts);  // generate and bench too
   void add_clock_option(boost::program_options::options_description& opts);   // likewise
   void add_cpu_threads_option(boost::program_options::options_description& opts);  // likewise, and eval
+  void add_profile_ops_option(boost::program_options::options_description& opts);  // run, generate, bench, eval
   // Sets the CPU backend's threads where --cpu-threads was given (finish() calls it).
   void apply_cpu_threads(const boost::program_options::variables_map& vm) const;
   // The accelerator clock where --clock-mhz did not give it: the slowest estimated Fmax

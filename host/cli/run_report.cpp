@@ -560,6 +560,7 @@ nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
                   {"tops_per_w", sum.tops_per_w()}}},
       {"energy", energy_json(sum, ra, uint64_t{ra.batch} * ra.seq)},
       {"roofline", roofline_json(sum)}};
+  if (!sum.notes.empty()) j["notes"] = sum.notes;
   if (what_if)
     j["projection"] = {{"array", {ra.project_rows, ra.project_cols}}, {"clock_mhz", ra.project_clock_mhz},
                        {"cycles", sum.projected_cycles},
@@ -645,6 +646,7 @@ void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg)
     std::cout << fmt::format("{}: times projected from the published peaks of the {}, not measured; its values are "
                              "computed on the host with its precision's numerics\n",
                              spec, gpu);
+  for (const std::string& note : sum.notes) std::cout << note << "\n";
   for (const auto& [spec, name] : sum.unknown_gpus)
     std::cout << fmt::format("{}: the {} is not in the table of GPU peaks ({}): no roofline for it\n", spec,
                              name.empty() ? "GPU" : name, known_gpus());

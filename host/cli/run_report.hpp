@@ -138,6 +138,7 @@ struct RunSummary {
   uint64_t energy_macs = 0;  // of the devices with a figure
   double tops_per_w() const { return joules > 0 ? 2.0 * double(energy_macs) / joules / 1e12 : 0; }
   Numerics numerics;
+  std::vector<std::string> notes;  // how stage programs ran (Pipeline::notes)
   std::string mpi_library;  // multi-process runs: the library and a row per rank (process)
   std::vector<RankSummary> ranks;
 };

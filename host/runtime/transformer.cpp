@@ -186,6 +186,7 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
   if (microbatches == 0 || microbatches > batch)
     throw std::invalid_argument(fmt::format("{} microbatches for a batch of {}", microbatches, batch));
   end();
+  make_programs();  // their weights first: the caches are checked against what is left
   microbatch_sizes_ = microbatch_sizes(batch, microbatches);
   // What each device's caches take, checked before any is made: a device that keeps them in its
   // own memory against what it has free, the rest against the host's available memory.
@@ -203,16 +204,18 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
   for (const auto& [b, bytes] : on_device)
     if (const uint64_t free = *b->memory_free(); bytes > free)
       throw std::invalid_argument(fmt::format(
-          "the KV cache for {} sequences of {} positions needs {:.1f} MiB on {}, which has {:.1f} MiB free", batch,
-          capacity, mib(bytes), b->name(), mib(free)));
+          "the KV cache for {} sequences of {} positions needs {:.1f} MiB on {}, which has {:.1f} MiB free ({:.1f} "
+          "MiB short)", batch, capacity, mib(bytes), b->name(), mib(free), mib(bytes - free)));
   if (const uint64_t avail = host_memory_available(); on_host > avail)
     throw std::invalid_argument(fmt::format(
         "the KV cache for {} sequences of {} positions needs {:.1f} MiB of host memory; {:.1f} MiB are available",
         batch, capacity, mib(on_host), mib(avail)));
   for (size_t s = 0; s < stages_.size(); ++s)
+    if (programs_[s]) programs_[s]->start(microbatch_sizes_, capacity);
+  for (size_t s = 0; s < stages_.size(); ++s)
     for (size_t i = 0; i < stages_[s].shards.size(); ++i) {
       const Shard& sh = stages_[s].shards[i];
-      if (!local(sh)) continue;
+      if (!local(sh) || programs_[s]) continue;
       for (uint32_t l = stages_[s].first; l <= stages_[s].last; ++l)
         for (uint32_t j = 0; j < microbatches; ++j)
           caches_[{s, l, i, j}] = sh.backend->make_kv_cache(microbatch_sizes_[j], sh.heads, cfg.head_dim(), capacity);
@@ -223,13 +226,40 @@ void Pipeline::start(uint32_t batch, uint32_t capacity, uint32_t microbatches) {
 
 void Pipeline::end() {
   caches_.clear();
+  for (auto& p : programs_)
+    if (p) p->end();
   capacity_ = position_ = 0;
 }
 
 uint64_t Pipeline::kv_cache_bytes() const {
   uint64_t bytes = 0;
   for (const auto& [key, cache] : caches_) bytes += cache->bytes();
+  for (const auto& p : programs_)
+    if (p) bytes += p->kv_cache_bytes();
   return bytes;
+}
+
+void Pipeline::make_programs() {
+  if (!programs_.empty()) return;  // made once: the weights stay on the device
+  programs_.resize(stages_.size());
+  if (profile_ops) return;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const auto& shards = stages_[s].shards;
+    // One device with all of each layer, whose stage no other rank shares.
+    if (shards.size() != 1 || !local(shards[0]) || !whole_[s] || groups_[s] >= 0) continue;
+    const bool last = s + 1 == stages_.size();
+    programs_[s] = shards[0].backend->make_stage(model_, stages_[s].first, stages_[s].last, s == 0,
+                                                 last ? &vocab_[0] : nullptr);
+  }
+}
+
+std::vector<std::string> Pipeline::notes() const {
+  std::vector<std::string> out;
+  for (size_t s = 0; s < programs_.size(); ++s)
+    if (programs_[s])
+      for (const std::string& n : programs_[s]->notes())
+        out.push_back(fmt::format("{}: {}", stages_[s].shards[0].backend->name(), n));
+  return out;
 }
 
 std::vector<float> Pipeline::step(std::span<const int32_t> tokens, uint32_t n, bool last_only) {
@@ -552,7 +582,30 @@ class Pipeline::StageRun {
   std::vector<std::vector<OpRecord>> shard_log_;  // [shard]: its records, kept apart while threads run
 };
 
-void Pipeline::run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log) { StageRun(*this, stage, m, log).run(); }
+void Pipeline::run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log) {
+  if (programs_[stage]) return run_program(stage, m, log);
+  StageRun(*this, stage, m, log).run();
+}
+
+void Pipeline::run_program(size_t stage, Microbatch& m, std::vector<OpRecord>& log) {
+  MatmulBackend& b = *stages_[stage].shards[0].backend;
+  const bool first = stage == 0, last = stage + 1 == stages_.size();
+  std::vector<float> x_out(last ? 0 : uint64_t{m.batch} * m.seq * model_.cfg.width);
+  std::unique_lock alone(timing_);  // timed by the wall clock
+  const MatmulStats before = b.stats();
+  const auto start = Clock::now();
+  b.take_phases();  // what came before (weights uploaded at start) is not this step's
+  programs_[stage]->step(m.index, first ? m.tokens : nullptr, first ? nullptr : m.x.data(), m.seq, m.past,
+                         m.last_only, last ? m.logits : x_out.data());
+  OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = m.index, .device = b.name(), .lane = {},
+               .op = "stage", .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
+               .cpu_seconds = 0, .cost = b.stats() - before, .phases = {}, .rank = comm_ ? comm_->rank() : 0,
+               .step = steps_};
+  for (const Phase& ph : b.take_phases())
+    rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
+  log.push_back(std::move(rec));
+  if (!last) m.x = std::move(x_out);
+}
 
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,
                            MatmulBackend& backend) {

@@ -18,6 +18,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from checks import check, every, finish, reference_agrees  # noqa: E402 (the tests' shared module)
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESSERA = sys.argv[1]
 WITH_RTL = sys.argv[2] in ("1", "ON", "TRUE", "true")
 GPT2_TOKENIZER = str(pathlib.Path(__file__).resolve().parents[2] / "data/gpt2-tokenizer")  # scripts/bootstrap
@@ -571,4 +572,16 @@ if WITH_RTL:
     check("run with no arguments: the tiny model on the RTL against fp32 on the CPU", r.returncode == 0
           and "rtl:0" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-600:] + r.stderr)
 
+# scripts/bench-gpu --quick, the GPU baseline's checks: where there is no GPU, every GPU row is
+# projected and each is named as a failure, while the numerics hold; with a GPU, it passes.
+devices = json.loads(run("devices", "--json").stdout)["devices"]
+has_gpu = any(d["kind"] == "cuda" and d["available"] for d in devices)
+r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-gpu"), "--quick", "--tessera", TESSERA],
+                   capture_output=True, text=True, timeout=600)
+if has_gpu:
+    check("bench-gpu --quick passes on the GPU", r.returncode == 0, r.stdout[-2000:] + r.stderr)
+else:
+    check("bench-gpu --quick without a GPU: fails, naming each projected row (2 batches x 3 precisions x pp and tg)",
+          r.returncode == 1 and r.stdout.count("is projected, not measured") == 12
+          and "no usable GPU" in r.stdout and r.stdout.count("ok   numerics kjv-tiny") == 3, r.stdout[-2000:] + r.stderr)
 finish()

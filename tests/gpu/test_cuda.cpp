@@ -8,6 +8,7 @@
 //
 // Targets against the fp32 CPU reference: fp32 within 1e-4 relative L2; bf16 and int8 a cosine of
 // at least 0.995. int8 GEMMs and linear layers also bit for bit against the host's int8 path.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -313,6 +314,56 @@ int main() {
       against_cpu(p, got, small_fp32,
                   fmt::format("{}: 2 layers of GPT-2 small, {} x {} tokens, on one backend (run {}; top-1 {:.3f})", tag,
                               small_batch, small_seq, run, n.top1_agreement));
+    }
+
+    // The same model as one resident stage (the default: weights, activations and KV caches on the
+    // GPU, decode in a CUDA graph per microbatch from its second step) and op by op (profile_ops):
+    // a prefill of 16 tokens and 24 decode steps in two microbatches. The same kernels in the same
+    // order: every step's logits the same bits.
+    {
+      const uint32_t batch = 4, prompt = 16, steps = 24;
+      auto generate = [&](bool per_op, std::vector<std::string>& ops, std::vector<std::string>& notes) {
+        Shard whole{gpu.get(), 0, small_cfg.heads, 0, 4 * small_cfg.width, 0, small_cfg.vocab};
+        whole.gpu = 0;
+        Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {whole}}});
+        pipe.profile_ops = per_op;
+        pipe.start(batch, prompt + steps, 2);
+        std::vector<float> all = pipe.step(std::vector<int32_t>(small_tokens.begin(), small_tokens.begin() + batch * prompt),
+                                           prompt, true);
+        for (uint32_t i = 0; i < steps; ++i) {
+          std::vector<int32_t> next(batch);
+          for (uint32_t b = 0; b < batch; ++b) next[b] = int32_t((i * 97 + b * 13 + 5) % small_cfg.vocab);
+          const std::vector<float> l = pipe.step(next, 1, true);
+          all.insert(all.end(), l.begin(), l.end());
+        }
+        for (const OpRecord& r : pipe.log()) ops.push_back(r.op);
+        notes = pipe.notes();
+        return all;
+      };
+      std::vector<std::string> resident_ops, per_op_ops, notes, per_op_notes;
+      const std::vector<float> resident = generate(false, resident_ops, notes);
+      const std::vector<float> per_op = generate(true, per_op_ops, per_op_notes);
+      expect(!resident_ops.empty() && std::all_of(resident_ops.begin(), resident_ops.end(),
+                                                  [](const std::string& op) { return op == "stage"; }) &&
+                 std::count(per_op_ops.begin(), per_op_ops.end(), "qkv") > 0,
+             fmt::format("{}: the resident stage ran as one op a step ({} records), --profile-ops op by op ({})", tag,
+                         resident_ops.size(), per_op_ops.size()));
+      expect(notes.empty(), fmt::format("{}: decode ran in CUDA graphs{}", tag, notes.empty() ? "" : ": " + notes[0]));
+      expect(all_finite(resident) && differing(resident, per_op) == 0,
+             fmt::format("{}: resident stage against op by op, prefill and {} decode steps: {} of {} logits differ "
+                         "(relative L2 {:.3g})",
+                         tag, steps, differing(resident, per_op), per_op.size(), rel_l2(resident, per_op)));
+      // A KV cache that cannot fit: bad input, before anything runs, naming the device and the shortfall.
+      Shard whole{gpu.get(), 0, small_cfg.heads, 0, 4 * small_cfg.width, 0, small_cfg.vocab};
+      Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {whole}}});
+      try {
+        pipe.start(1u << 20, small_cfg.positions);
+        expect(false, tag + ": a KV cache of a million sequences was refused");
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        expect(what.find("MiB short") != std::string::npos && what.find(gpu->name()) != std::string::npos,
+               fmt::format("{}: a KV cache of a million sequences refused: {}", tag, what));
+      }
     }
 
     // One stage sharded over two backends on GPU 0, each on a thread of its own (the pipeline runs

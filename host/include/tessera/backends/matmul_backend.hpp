@@ -44,6 +44,27 @@ struct Phase {
   double seconds = 0;
 };
 
+// A stage that runs on its device from its input to its output (the cuda backend's resident stage):
+// its weights uploaded when it is made, its activations, workspaces and KV caches on the device,
+// each step one upload (token ids or the residual stream) and one download (the residual stream,
+// or the logits).
+class StageProgram {
+ public:
+  virtual ~StageProgram() = default;
+  // KV caches for microbatches of these sizes, of up to `capacity` positions (the earlier ones
+  // freed); std::invalid_argument where they and the workspaces do not fit the device.
+  virtual void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) = 0;
+  virtual void end() = 0;
+  virtual uint64_t kv_cache_bytes() const = 0;
+  // `seq` new tokens of each sequence of microbatch j after `past` positions. In: token ids (the
+  // first stage) or the residual stream x [rows, width]; out: the residual stream, or (the last
+  // stage) the logits [rows, vocab], with last_only [sequences, vocab].
+  virtual void step(uint32_t microbatch, const int32_t* tokens, const float* x, uint32_t seq, uint32_t past,
+                    bool last_only, float* out) = 0;
+  // What a reader of the report should know of how it ran (decode without CUDA graphs, and why).
+  virtual std::vector<std::string> notes() const { return {}; }
+};
+
 // Where the forward pass runs its matrix products.
 class MatmulBackend {
  public:
@@ -67,6 +88,15 @@ class MatmulBackend {
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
   // does not, the host runs them and the report shows them as host ops.
   virtual bool runs_other_ops() const { return false; }
+  // Layers [first, last] of `model` as one program on this device (embedding first where `embed`,
+  // the final LayerNorm and the logits with `vocab` ([width, vocab]) where given), for backends that
+  // run whole stages; nullptr for the others, which run op by op. Throws std::invalid_argument where
+  // the weights do not fit.
+  virtual std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
+                                                   const Linear* vocab) {
+    (void)model, (void)first, (void)last, (void)embed, (void)vocab;
+    return nullptr;
+  }
   // Whether the report times its ops by the wall clock (the CPU, a GPU that is there) rather than
   // by the device's own count (an accelerator's cycles, a projection): the pipeline then runs each
   // of them alone in the process, so that a simulation beside it does not slow it down.

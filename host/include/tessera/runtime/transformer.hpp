@@ -97,6 +97,12 @@ class Pipeline {
   void end();                                        // frees the caches
 
   const std::vector<OpRecord>& log() const { return log_; }
+  // A stage held whole by one device that can run it as a program (StageProgram: the cuda
+  // backend) runs so, its record op "stage"; with profile_ops, set before start(), it runs op by
+  // op instead, for the per-op table.
+  bool profile_ops = false;
+  // What the stage programs have to say of how they ran (StageProgram::notes), with their device.
+  std::vector<std::string> notes() const;
   // Called as each stage starts a layer of a microbatch (from the stage's worker thread).
   std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
 
@@ -145,6 +151,9 @@ class Pipeline {
   std::vector<uint32_t> microbatch_sizes_;  // of the generation started
   uint32_t position_ = 0, capacity_ = 0, steps_ = 0;  // steps_: step() calls since start()
   std::map<CacheKey, std::unique_ptr<KvCache>> caches_;
+  std::vector<std::unique_ptr<StageProgram>> programs_;  // [stage]: where it runs as one (made at start)
+  void make_programs();  // at the first start(): the stages that run as programs
+  void run_program(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
   // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
   std::vector<std::vector<std::unique_ptr<ShardWorker>>> workers_;
   // Ops timed by the wall clock (the host's, a CPU's or a GPU's) hold it alone, the others shared:
