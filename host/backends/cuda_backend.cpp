@@ -561,6 +561,12 @@ class CudaBackend final : public MatmulBackend {
   // until release(w).
   const ResidentLinear& resident(const Linear& w) {
     if (const auto it = weights_.find(&w); it != weights_.end()) return it->second;
+    return weights_.emplace(&w, upload(w)).first->second;
+  }
+
+  // A layer's weights and bias uploaded and packed in the backend's precision (for resident(), or
+  // for a stage program, which owns its own).
+  ResidentLinear upload(const Linear& w) {
     if (w.w.size() != uint64_t{w.in} * w.out || w.b.size() != w.out)
       throw std::invalid_argument(fmt::format("a linear layer {} -> {} with {} weights and {} biases", w.in, w.out,
                                               w.w.size(), w.b.size()));
@@ -577,19 +583,22 @@ class CudaBackend final : public MatmulBackend {
       r.b.f32 = nullptr;
     }
     phases_.push_back({"dma", "upload weights", start, seconds_between(start, Clock::now())});
-    return weights_.emplace(&w, std::move(r)).first->second;
+    return r;
   }
 
   // A LayerNorm's gain and bias on the GPU, uploaded on first use and kept until release(w).
   const std::array<DeviceBuffer, 2>& resident(const LayerNormWeights& w, uint32_t cols) {
+    if (const auto it = norms_.find(&w); it != norms_.end()) return it->second;
+    return norms_.emplace(&w, upload(w, cols)).first->second;
+  }
+  std::array<DeviceBuffer, 2> upload(const LayerNormWeights& w, uint32_t cols) {
     if (w.w.size() < cols || w.b.size() < cols)
       throw std::invalid_argument(fmt::format("LayerNorm over {} columns with {} gains and {} biases", cols,
                                               w.w.size(), w.b.size()));
-    if (const auto it = norms_.find(&w); it != norms_.end()) return it->second;
     std::array<DeviceBuffer, 2> g{DeviceBuffer(w.w.size() * 4), DeviceBuffer(w.b.size() * 4)};
     copy_up(g[0].as<float>(), w.w.data(), w.w.size());
     copy_up(g[1].as<float>(), w.b.data(), w.b.size());
-    return norms_.emplace(&w, std::move(g)).first->second;
+    return g;
   }
 
   // Declared in the order they are made; destroyed in reverse: memory before the handles and stream.
@@ -622,9 +631,9 @@ class CudaBackend final : public MatmulBackend {
 using Graph = Owned<cudaGraph_t, cudaGraphDestroy>;
 using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
 
-// A stage on the GPU from its input to its output (StageProgram). Its weights are the backend's
-// resident ones, uploaded when it is made; its activations and workspaces are allocated at start()
-// for the largest step (a prefill of every position), its KV caches there too, in the ops'
+// A stage on the GPU from its input to its output (StageProgram). Its weights are its own, uploaded
+// when it is made; its activations, workspaces and the backend's GEMM scratch are allocated at
+// start() for the largest step (a prefill of every position), its KV caches there too, in the ops'
 // precision. A step is one upload (token ids or the residual stream, and the position), every
 // kernel and GEMM of its layers on the backend's stream, and one download. Decode steps replay a
 // CUDA graph per microbatch, captured at a microbatch's second decode step (the first, run
@@ -641,17 +650,20 @@ class CudaStage final : public StageProgram {
                      (embed ? uint64_t{cfg_.vocab + cfg_.positions} * E * 4 : 0);
     if (b.precision_ != GpuPrecision::kFp32)  // the fp32 copy of the largest matrix, while it is packed
       bytes += std::max<uint64_t>(4 * E * E, vocab ? E * cfg_.vocab : 0) * 4;
+    if (cfg_.head_dim() > CudaBackend::kMaxHeadDim || cfg_.positions > cuda::kMaxAttentionPositions)
+      throw std::invalid_argument(fmt::format("{}: the attention kernel takes up to {} positions and heads of up to {} "
+                                              "values, not {} and {}", b.name_, cuda::kMaxAttentionPositions,
+                                              CudaBackend::kMaxHeadDim, cfg_.positions, cfg_.head_dim()));
     check_fits(bytes, fmt::format("the weights of layers {}-{}{}", first, last, vocab ? " and the logits" : ""));
     b_.guarded([&] {
       for (uint32_t l = first; l <= last; ++l) {
         const Gpt2Block& blk = model.blocks.at(l);
-        layers_.push_back({&b_.resident(blk.c_attn), &b_.resident(blk.attn_proj), &b_.resident(blk.c_fc),
-                           &b_.resident(blk.mlp_proj), &b_.resident(blk.ln_1, cfg_.width),
-                           &b_.resident(blk.ln_2, cfg_.width)});
+        layers_.push_back({b_.upload(blk.c_attn), b_.upload(blk.attn_proj), b_.upload(blk.c_fc),
+                           b_.upload(blk.mlp_proj), b_.upload(blk.ln_1, cfg_.width), b_.upload(blk.ln_2, cfg_.width)});
       }
       if (vocab_) {
-        head_ = &b_.resident(*vocab_);
-        ln_f_ = &b_.resident(model.ln_f, cfg_.width);
+        head_ = b_.upload(*vocab_);
+        ln_f_ = b_.upload(model.ln_f, cfg_.width);
       }
       if (embed_) {
         wte_ = DeviceBuffer(model.wte.size() * 4);
@@ -665,22 +677,29 @@ class CudaStage final : public StageProgram {
   }
 
   void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) override {
-    end();
+    end();  // what the last start() took is free again before anything is counted
     const uint64_t E = cfg_.width, H = cfg_.heads, D = cfg_.head_dim();
     const uint32_t most = *std::max_element(batch_of.begin(), batch_of.end());
     rows_ = uint64_t{most} * capacity;
     uint64_t cache_bytes = 0;
     for (uint32_t n : batch_of) cache_bytes += layers_.size() * GpuKvCache::bytes_for(b_.precision_, n, H, D, capacity);
-    const uint64_t work = rows_ * (2 * E + 3 * E + E + E + 4 * E) * 4 + rows_ * 4 + most * E * 4 +
-                          (vocab_ ? uint64_t{most} * cfg_.vocab * 4 : 0);
-    check_fits(cache_bytes + work, fmt::format("the KV caches and workspaces for {} sequences of {} positions",
-                                               std::accumulate(batch_of.begin(), batch_of.end(), 0u), capacity));
+    const uint64_t work = rows_ * (2 * E + 3 * E + E + E + 4 * E) * 4 + rows_ * 4 + most * E * 4;
+    check_fits(cache_bytes + work + scratch_bytes(rows_, most),
+               fmt::format("the KV caches and workspaces for {} sequences of {} positions",
+                           std::accumulate(batch_of.begin(), batch_of.end(), 0u), capacity));
     b_.guarded([&] {
-      x_ = DeviceBuffer(rows_ * E * 4), h_ = DeviceBuffer(rows_ * E * 4), qkv_ = DeviceBuffer(rows_ * 3 * E * 4);
-      att_ = DeviceBuffer(rows_ * E * 4), tmp_ = DeviceBuffer(rows_ * E * 4), up_ = DeviceBuffer(rows_ * 4 * E * 4);
-      tokens_ = DeviceBuffer(rows_ * 4), last_ = DeviceBuffer(uint64_t{most} * E * 4);
+      x_ = DeviceBuffer(rows_ * E * 4);
+      h_ = DeviceBuffer(rows_ * E * 4);
+      qkv_ = DeviceBuffer(rows_ * 3 * E * 4);
+      att_ = DeviceBuffer(rows_ * E * 4);
+      tmp_ = DeviceBuffer(rows_ * E * 4);
+      up_ = DeviceBuffer(rows_ * 4 * E * 4);
+      tokens_ = DeviceBuffer(rows_ * 4);
+      last_ = DeviceBuffer(uint64_t{most} * E * 4);
       pasts_ = DeviceBuffer(batch_of.size() * 4);
-      pin_in_ = PinnedBuffer(rows_ * E * 4), pin_past_ = PinnedBuffer(batch_of.size() * 4);
+      pin_in_ = PinnedBuffer(rows_ * E * 4);
+      pin_past_ = PinnedBuffer(batch_of.size() * 4);
+      reserve_scratch(rows_, most);
       caches_.resize(batch_of.size());
       for (size_t j = 0; j < batch_of.size(); ++j)
         for (size_t l = 0; l < layers_.size(); ++l)
@@ -694,6 +713,10 @@ class CudaStage final : public StageProgram {
     graphs_.clear();
     caches_.clear();
     eager_decodes_.clear();
+    batch_of_.clear();
+    for (DeviceBuffer* d : {&x_, &h_, &qkv_, &att_, &tmp_, &up_, &tokens_, &last_, &pasts_, &logits_}) *d = DeviceBuffer();
+    pin_in_ = PinnedBuffer();
+    pin_past_ = PinnedBuffer();
   }
 
   uint64_t kv_cache_bytes() const override {
@@ -719,8 +742,14 @@ class CudaStage final : public StageProgram {
     const uint64_t out_count = rows_out * (vocab_ ? cfg_.vocab : E);
     const MatmulStats before = b_.stats_;  // counted by account(), graph or not
     b_.guarded([&] {
-      // Room for the result first (outside any capture: growing waits for the stream).
-      if (vocab_) b_.ensure(logits_, out_count * 4);
+      // Room for the result first (outside any capture: growing waits for the stream); all the
+      // logits of a prefill may need more than start() made room for.
+      if (vocab_ && out_count * 4 > logits_.bytes()) {
+        check_fits(out_count * 4 - logits_.bytes() + scratch_bytes(rows, rows_out),
+                   fmt::format("the logits of {} tokens", rows_out));
+        b_.ensure(logits_, out_count * 4);
+        reserve_scratch(rows, rows_out);
+      }
       float* pin_out = b_.staging<float>(CudaBackend::kStageOut, out_count);
       const auto start = Clock::now();
       pin_past_.as<uint32_t>()[j] = past;
@@ -757,8 +786,8 @@ class CudaStage final : public StageProgram {
 
  private:
   struct Layer {
-    const ResidentLinear *qkv, *proj, *fc, *down;
-    const std::array<DeviceBuffer, 2> *ln_1, *ln_2;
+    ResidentLinear qkv, proj, fc, down;
+    std::array<DeviceBuffer, 2> ln_1, ln_2;
   };
   using GraphKey = std::pair<uint32_t, bool>;  // microbatch, last_only
   struct Captured {
@@ -773,6 +802,30 @@ class CudaStage final : public StageProgram {
     if (bytes > free)
       throw std::invalid_argument(fmt::format("{} need {:.1f} MiB on {}, which has {:.1f} MiB free ({:.1f} MiB short)",
                                               what, mib(bytes), b_.name_, mib(free), mib(bytes - free)));
+  }
+
+  // The backend's GEMM scratch for this stage's products over `rows` rows, and the logits' over
+  // `rows_out`: packed left operands (bf16, int8), int8's row scales and int32 accumulators, and
+  // the pinned buffer a result comes back through.
+  uint64_t scratch_bytes(uint64_t rows, uint64_t rows_out) const {
+    const uint64_t E = cfg_.width, V = vocab_ ? cfg_.vocab : 0, m = std::max(rows, rows_out) + 16;
+    const uint64_t n = std::max<uint64_t>(4 * E, V) + 16, k = 4 * E + 16;
+    const uint64_t packs = b_.precision_ == GpuPrecision::kFp32 ? 0
+                           : b_.precision_ == GpuPrecision::kBf16 ? m * k * 2
+                                                                  : m * k + m * 4 + m * n * 4;
+    return packs + std::max(rows * E, rows_out * V) * 4;
+  }
+  void reserve_scratch(uint64_t rows, uint64_t rows_out) {
+    const uint64_t E = cfg_.width, V = vocab_ ? cfg_.vocab : 0, m = std::max(rows, rows_out);
+    const uint64_t mp = (m + 15) / 16 * 16, kp = (4 * E + 15) / 16 * 16;
+    const uint64_t np = (std::max<uint64_t>(4 * E, V) + 15) / 16 * 16;
+    if (b_.precision_ == GpuPrecision::kBf16) b_.buffer<uint16_t>(CudaBackend::kPackA, m * kp);
+    if (b_.precision_ == GpuPrecision::kInt8) {
+      b_.buffer<int8_t>(CudaBackend::kPackA, mp * kp);
+      b_.buffer<float>(CudaBackend::kScaleA, mp);
+      b_.buffer<int32_t>(CudaBackend::kAcc, mp * np);
+    }
+    b_.staging<float>(CudaBackend::kStageOut, std::max(rows * E, rows_out * V));
   }
 
   // Every copy and launch of a step on the stream (also what a capture records).
@@ -799,17 +852,17 @@ class CudaStage final : public StageProgram {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& w = layers_[l];
       const cuda::KvView cache = caches_[j][l]->view();
-      check(cuda::layer_norm(x, h, rows, E, (*w.ln_1)[0].as<float>(), (*w.ln_1)[1].as<float>(), cfg_.eps, st),
+      check(cuda::layer_norm(x, h, rows, E, w.ln_1[0].as<float>(), w.ln_1[1].as<float>(), cfg_.eps, st),
             "launching the layer_norm kernel");
-      b_.gemm({h, E}, w.qkv->b, qkv, 3 * E, rows, w.qkv->bias.as<float>(), false);
+      b_.gemm({h, E}, w.qkv.b, qkv, 3 * E, rows, w.qkv.bias.as<float>(), false);
       check(cuda::kv_append(qkv, T, past, past_dev, cache, st), "launching the kv_append kernel");
       check(cuda::attention(qkv, att, T, past, past_dev, cache, scale, st), "launching the attention kernel");
-      b_.gemm({att, E}, w.proj->b, tmp, E, rows, w.proj->bias.as<float>(), false);
+      b_.gemm({att, E}, w.proj.b, tmp, E, rows, w.proj.bias.as<float>(), false);
       check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
-      check(cuda::layer_norm(x, h, rows, E, (*w.ln_2)[0].as<float>(), (*w.ln_2)[1].as<float>(), cfg_.eps, st),
+      check(cuda::layer_norm(x, h, rows, E, w.ln_2[0].as<float>(), w.ln_2[1].as<float>(), cfg_.eps, st),
             "launching the layer_norm kernel");
-      b_.gemm({h, E}, w.fc->b, up, 4 * E, rows, w.fc->bias.as<float>(), true);
-      b_.gemm({up, 4 * E}, w.down->b, tmp, E, rows, w.down->bias.as<float>(), false);
+      b_.gemm({h, E}, w.fc.b, up, 4 * E, rows, w.fc.bias.as<float>(), true);
+      b_.gemm({up, 4 * E}, w.down.b, tmp, E, rows, w.down.bias.as<float>(), false);
       check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
     }
     if (!vocab_) {
@@ -817,7 +870,7 @@ class CudaStage final : public StageProgram {
             "copy of the residual stream from the GPU");
       return;
     }
-    check(cuda::layer_norm(x, h, rows, E, (*ln_f_)[0].as<float>(), (*ln_f_)[1].as<float>(), cfg_.eps, st),
+    check(cuda::layer_norm(x, h, rows, E, ln_f_[0].as<float>(), ln_f_[1].as<float>(), cfg_.eps, st),
           "launching the layer_norm kernel");
     const float* in = h;
     uint32_t rows_out = rows;
@@ -827,7 +880,7 @@ class CudaStage final : public StageProgram {
             "cudaMemcpy2DAsync (the last tokens)");
       in = last_.as<float>(), rows_out = B;
     }
-    b_.gemm({in, E}, head_->b, logits_.as<float>(), V, rows_out, head_->bias.as<float>(), false);
+    b_.gemm({in, E}, head_.b, logits_.as<float>(), V, rows_out, head_.bias.as<float>(), false);
     check(cudaMemcpyAsync(pin_out, logits_.as<float>(), uint64_t{rows_out} * V * 4, cudaMemcpyDeviceToHost, st),
           "copy of the logits from the GPU");
   }
@@ -879,17 +932,28 @@ class CudaStage final : public StageProgram {
     graphs_[key] = std::move(c);
   }
 
-  // What the step did, for the report (a replayed graph calls no gemm() to count it).
+  // What the step did, for the report, counted as the op-by-op path counts it (gemm(), attention()):
+  // a replayed graph calls neither.
   void account(uint32_t B, uint32_t T, uint32_t past, uint64_t rows_out) {
     MatmulStats& s = b_.stats_;
     const uint64_t E = cfg_.width, rows = uint64_t{B} * T, ob = operand_bytes(b_.precision_);
-    const uint64_t layers = layers_.size(), positions = uint64_t{T} * past + uint64_t{T} * (T + 1) / 2;
-    s.gemms += layers * 4 + (vocab_ ? 1 : 0);
-    s.macs += layers * (rows * 12 * E * E + 2 * uint64_t{B} * cfg_.heads * cfg_.head_dim() * positions) +
-              (vocab_ ? rows_out * E * cfg_.vocab : 0);
-    s.read_bytes += layers * (12 * E * E * ob + b_.cache_read_bytes(B, cfg_.heads, cfg_.head_dim(), T, past)) +
-                    (vocab_ ? E * cfg_.vocab * ob : 0);
-    s.write_bytes += layers * rows * (3 * E + E + 4 * E + E) * 4 + (vocab_ ? rows_out * cfg_.vocab * 4 : 0);
+    auto gemm = [&](uint64_t m, uint64_t n, uint64_t k) {
+      ++s.gemms;
+      s.macs += m * n * k;
+      s.read_bytes += ob * (m * k + k * n);
+      s.write_bytes += 4 * m * n;
+    };
+    const uint64_t positions = uint64_t{T} * past + uint64_t{T} * (T + 1) / 2;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      gemm(rows, 3 * E, E);
+      s.macs += 2 * uint64_t{B} * cfg_.heads * cfg_.head_dim() * positions;  // the attention core
+      s.read_bytes += b_.cache_read_bytes(B, cfg_.heads, cfg_.head_dim(), T, past);
+      s.write_bytes += 4 * rows * E;
+      gemm(rows, E, E);
+      gemm(rows, 4 * E, E);
+      gemm(rows, E, 4 * E);
+    }
+    if (vocab_) gemm(rows_out, cfg_.vocab, E);
   }
 
   CudaBackend& b_;
@@ -897,8 +961,8 @@ class CudaStage final : public StageProgram {
   const bool embed_;
   const Linear* vocab_;
   std::vector<Layer> layers_;
-  const ResidentLinear* head_ = nullptr;
-  const std::array<DeviceBuffer, 2>* ln_f_ = nullptr;
+  ResidentLinear head_;                  // the logits' weights (the last stage)
+  std::array<DeviceBuffer, 2> ln_f_;
   DeviceBuffer wte_, wpe_;
   uint64_t rows_ = 0;
   uint32_t capacity_ = 0;

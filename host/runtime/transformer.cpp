@@ -241,16 +241,18 @@ uint64_t Pipeline::kv_cache_bytes() const {
 
 void Pipeline::make_programs() {
   if (!programs_.empty()) return;  // made once: the weights stay on the device
-  programs_.resize(stages_.size());
-  if (profile_ops) return;
-  for (size_t s = 0; s < stages_.size(); ++s) {
+  std::vector<std::unique_ptr<StageProgram>> made(stages_.size());
+  for (size_t s = 0; s < stages_.size() && !profile_ops; ++s) {
     const auto& shards = stages_[s].shards;
-    // One device with all of each layer, whose stage no other rank shares.
-    if (shards.size() != 1 || !local(shards[0]) || !whole_[s] || groups_[s] >= 0) continue;
     const bool last = s + 1 == stages_.size();
-    programs_[s] = shards[0].backend->make_stage(model_, stages_[s].first, stages_[s].last, s == 0,
-                                                 last ? &vocab_[0] : nullptr);
+    // One device with all of each layer (and of the vocabulary), whose stage no other rank shares.
+    if (shards.size() != 1 || !local(shards[0]) || !whole_[s] || groups_[s] >= 0 ||
+        (last && (shards[0].vocab_begin != 0 || shards[0].vocab != model_.cfg.vocab)))
+      continue;
+    made[s] = shards[0].backend->make_stage(model_, stages_[s].first, stages_[s].last, s == 0,
+                                            last ? &vocab_[0] : nullptr);
   }
+  programs_ = std::move(made);  // only once every one is made: a failure leaves none
 }
 
 std::vector<std::string> Pipeline::notes() const {
@@ -591,6 +593,7 @@ void Pipeline::run_program(size_t stage, Microbatch& m, std::vector<OpRecord>& l
   MatmulBackend& b = *stages_[stage].shards[0].backend;
   const bool first = stage == 0, last = stage + 1 == stages_.size();
   std::vector<float> x_out(last ? 0 : uint64_t{m.batch} * m.seq * model_.cfg.width);
+  if (on_layer) on_layer(stage, stages_[stage].first, m.index);
   std::unique_lock alone(timing_);  // timed by the wall clock
   const MatmulStats before = b.stats();
   const auto start = Clock::now();
