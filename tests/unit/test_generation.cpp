@@ -2,12 +2,17 @@
 // pass, on one device and over shards, stages and microbatches.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tessera/backends/accel_backend.hpp"
 #include "tessera/backends/cpu_backend.hpp"
+#include "tessera/backends/host_ops.hpp"
 #include "tessera/io/gpt2.hpp"
 #include "tessera/runtime/perplexity.hpp"
 #include "tessera/runtime/transformer.hpp"
@@ -189,4 +194,154 @@ TEST_CASE("perplexity: sliding windows score every token once with the context t
   CHECK_THROWS_WITH(perplexity(p, m.cfg, std::span(ids).first(1), 16, 8), Catch::Contains("two at least"));
   CHECK_THROWS_WITH(perplexity(p, m.cfg, ids, m.cfg.positions + 1, 8), Catch::Contains("positions"));
   CHECK_THROWS_WITH(perplexity(p, m.cfg, ids, 16, 17), Catch::Contains("stride"));
+}
+
+namespace {
+
+// A backend that runs whole stages as programs (StageProgram) on the host, with the ops the
+// pipeline runs op by op for the CPU in the same order, as the cuda backend runs them on the GPU:
+// the pipeline's logits must be the same bits either way.
+class HostStage final : public StageProgram {
+ public:
+  HostStage(const Gpt2Model& m, uint32_t first, uint32_t last, bool embed, const Linear* vocab, int* steps)
+      : m_(m), first_(first), last_(last), embed_(embed), vocab_(vocab), steps_(steps) {}
+  void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) override {
+    end();
+    batch_of_ = batch_of;
+    for (uint32_t n : batch_of) {
+      caches_.emplace_back();
+      for (uint32_t l = first_; l <= last_; ++l)
+        caches_.back().push_back(cpu_.make_kv_cache(n, m_.cfg.heads, m_.cfg.head_dim(), capacity));
+    }
+  }
+  void end() override { caches_.clear(); }
+  uint64_t kv_cache_bytes() const override { return 0; }
+  void step(uint32_t j, const int32_t* tokens, const float* x_in, uint32_t T, uint32_t past, bool last_only,
+            float* out) override {
+    ++*steps_;
+    const uint32_t E = m_.cfg.width, B = batch_of_.at(j), rows = B * T;
+    std::vector<float> x(uint64_t{rows} * E), h(x.size()), y(x.size()), att(x.size()), qkv(x.size() * 3),
+        up(x.size() * 4);
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < E; ++c)
+        x[uint64_t{r} * E + c] = embed_ ? m_.wte[uint64_t(tokens[r]) * E + c] + m_.wpe[(past + r % T) * E + c]
+                                        : x_in[uint64_t{r} * E + c];
+    auto add = [&] {
+      for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    };
+    double unused = 0;
+    for (uint32_t l = first_; l <= last_; ++l) {
+      const Gpt2Block& b = m_.blocks[l];
+      layer_norm(x.data(), h.data(), rows, E, b.ln_1, m_.cfg.eps);
+      cpu_.linear(h.data(), rows, b.c_attn, qkv.data());
+      attention_with_host_softmax(cpu_, qkv.data(), att.data(), T, *caches_[j][l - first_], &unused);
+      cpu_.linear(att.data(), rows, b.attn_proj, y.data());
+      add();
+      layer_norm(x.data(), h.data(), rows, E, b.ln_2, m_.cfg.eps);
+      cpu_.linear(h.data(), rows, b.c_fc, up.data());
+      gelu_tanh(up.data(), up.size());
+      cpu_.linear(up.data(), rows, b.mlp_proj, y.data());
+      add();
+    }
+    if (!vocab_) return (void)std::copy(x.begin(), x.end(), out);
+    layer_norm(x.data(), h.data(), rows, E, m_.ln_f, m_.cfg.eps);
+    std::vector<float> last;
+    for (uint32_t s = 0; s < B && last_only; ++s)
+      last.insert(last.end(), h.begin() + (uint64_t{s} * T + T - 1) * E, h.begin() + (uint64_t{s} * T + T) * E);
+    cpu_.linear(last_only ? last.data() : h.data(), last_only ? B : rows, *vocab_, out);
+  }
+
+ private:
+  const Gpt2Model& m_;
+  const uint32_t first_, last_;
+  const bool embed_;
+  const Linear* vocab_;
+  int* steps_;
+  CpuBackend cpu_;
+  std::vector<uint32_t> batch_of_;
+  std::vector<std::vector<std::unique_ptr<KvCache>>> caches_;
+};
+
+class StageBackend final : public MatmulBackend {
+ public:
+  explicit StageBackend(bool fits = true) : fits_(fits) {}
+  std::string name() const override { return "stages"; }
+  MatmulStats stats() const override { return cpu_.stats(); }
+  void matmul(const float* a, const float* b, float* c, uint32_t m, uint32_t n, uint32_t k, bool t) override {
+    cpu_.matmul(a, b, c, m, n, k, t);
+  }
+  void linear(const float* x, uint32_t m, const Linear& w, float* y) override { cpu_.linear(x, m, w, y); }
+  std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
+                                           const Linear* vocab) override {
+    ++made;
+    if (!fits_) throw std::invalid_argument("the weights need 1.0 MiB on stages, which has 0.0 MiB free (1.0 MiB short)");
+    return std::make_unique<HostStage>(model, first, last, embed, vocab, &steps);
+  }
+  int made = 0, steps = 0;
+
+ private:
+  bool fits_;
+  CpuBackend cpu_;
+};
+
+size_t count_ops(const Pipeline& p, const std::string& op) {
+  return std::count_if(p.log().begin(), p.log().end(), [&](const OpRecord& r) { return r.op == op; });
+}
+
+}  // namespace
+
+TEST_CASE("a stage that a device runs as a program gives the op-by-op logits", "[unit][gpt2][generation]") {
+  const Gpt2Model m = Gpt2Model::tiny(23);
+  const uint32_t batch = 4, seq = 14, prompt = 9, V = m.cfg.vocab, L = m.cfg.layers;
+  const auto tokens = some_tokens(m.cfg, batch * seq);
+  CpuBackend reference_cpu;
+  Pipeline reference(m, {StageShards{0, L - 1, {Shard{&reference_cpu, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+  const std::vector<float> want = prefill_then_decode(reference, tokens, batch, seq, prompt, 2, V);
+
+  SECTION("one stage, two microbatches: a program step per microbatch and step") {
+    StageBackend dev;
+    Pipeline p(m, {StageShards{0, L - 1, {Shard{&dev, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+    CHECK(prefill_then_decode(p, tokens, batch, seq, prompt, 2, V) == want);
+    CHECK(dev.made == 1);
+    CHECK(dev.steps == 2 * (1 + seq - prompt));
+    CHECK(count_ops(p, "stage") == static_cast<size_t>(dev.steps));
+    CHECK(count_ops(p, "qkv") == 0);
+    // The whole-sequence pass too (all the logits, not the last token's).
+    CHECK(p.forward(tokens, batch, seq) == forward(m, tokens, batch, seq, reference_cpu));
+  }
+  SECTION("with profile_ops the same device runs op by op") {
+    StageBackend dev;
+    Pipeline p(m, {StageShards{0, L - 1, {Shard{&dev, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+    p.profile_ops = true;
+    CHECK(prefill_then_decode(p, tokens, batch, seq, prompt, 2, V) == want);
+    CHECK(dev.made == 0);
+    CHECK(count_ops(p, "stage") == 0);
+    CHECK(count_ops(p, "qkv") > 0);
+  }
+  SECTION("a program stage after an op-by-op one takes its residual stream") {
+    CpuBackend first;
+    StageBackend second;
+    Pipeline p(m, {StageShards{0, 0, {Shard{&first, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}},
+                   StageShards{1, L - 1, {Shard{&second, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+    CHECK(prefill_then_decode(p, tokens, batch, seq, prompt, 2, V) == want);
+    CHECK(second.made == 1);
+    CHECK(count_ops(p, "stage") == static_cast<size_t>(second.steps));
+  }
+  SECTION("a stage sharded over two devices runs op by op") {
+    StageBackend a, b;
+    const uint32_t H = m.cfg.heads, F = 4 * m.cfg.width;
+    Pipeline p(m, {StageShards{0, L - 1, {Shard{&a, 0, H / 2, 0, F / 2, 0, V / 2},
+                                           Shard{&b, H / 2, H - H / 2, F / 2, F - F / 2, V / 2, V - V / 2}}}});
+    const auto got = prefill_then_decode(p, tokens, batch, seq, prompt, 2, V);
+    CHECK(compare_logits(got, want, V).rel_l2 < 1e-5);
+    CHECK(a.made + b.made == 0);
+    CHECK(count_ops(p, "stage") == 0);
+  }
+  SECTION("weights that do not fit: every start says so, none falls back to op by op") {
+    StageBackend dev(false);
+    Pipeline p(m, {StageShards{0, L - 1, {Shard{&dev, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+    CHECK_THROWS_WITH(p.start(batch, seq), Catch::Contains("MiB short"));
+    CHECK_THROWS_WITH(p.start(batch, seq), Catch::Contains("MiB short"));
+    CHECK(dev.made == 2);
+  }
 }
