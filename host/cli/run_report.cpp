@@ -360,8 +360,10 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs, con
   }
   sum.no_energy.assign(without.begin(), without.end());
   for (const auto& [device, e] : measured)
-    if (const auto d = sum.energy.find(device); d != sum.energy.end() && e.idle_watts)
-      d->second.above_idle_joules = d->second.joules - *e.idle_watts * e.seconds;
+    if (const auto d = sum.energy.find(device); d != sum.energy.end()) {
+      d->second.phase_seconds = e.seconds;
+      if (e.idle_watts) d->second.above_idle_joules = d->second.joules - *e.idle_watts * e.seconds;
+    }
 }
 
 }  // namespace
@@ -509,6 +511,7 @@ nlohmann::ordered_json energy_json(const RunSummary& sum, const RunArgs& ra, uin
     if (e.kind == "measured") {  // joules is the board's; above idle where the idle power is known
       d["board_joules"] = e.joules;
       d["above_idle_joules"] = e.above_idle_joules ? nlohmann::json(*e.above_idle_joules) : nlohmann::json();
+      d["phase_seconds"] = e.phase_seconds;
     }
     d["source"] = e.source;
     devices.push_back(d);

@@ -96,6 +96,7 @@ struct DeviceEnergy {
   EnergySplit split;
   uint64_t macs = 0;
   std::optional<double> above_idle_joules;  // measured with the idle power known: the board's less idle
+  double phase_seconds = 0;                  // measured: the wall time the counter was read over
 };
 
 // What the devices with an energy counter (GPUs, through NVML) took over a phase, from reads of

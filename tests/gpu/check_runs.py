@@ -41,16 +41,18 @@ def run(name, plan, precision, *args):
     if on_gpu:  # a plan with a GPU stage that ran no GPU op has measured nothing
         check(f"{name}: GPU ops ran, every one measured, none projected", every(gpu, lambda o: o["time"] == "measured"),
               json.dumps(sorted({(o["device"], o["op"], o["time"]) for o in gpu})))
-    # Their energy: NVML's board power x each op's time; where NVML cannot be read (a driver without
-    # it) the run says projected, and this says so rather than fail: the measurement is not the run.
+    # Their energy: the board's energy counter (NVML) over the run; where NVML cannot be read (a
+    # driver without it) the run says projected, and this says so rather than fail: the measurement
+    # is not the run. The board's power over the run, idle or not, is between 10 W and 2 kW.
     energy = {d["device"]: d for d in j["energy"]["devices"] if d["device"].startswith("cuda")}
     if on_gpu:
         check(f"{name}: an energy figure for every GPU that ran ops",
               {o["device"] for o in gpu} <= energy.keys(), json.dumps(energy))
     if energy and all(d["energy"] == "measured" for d in energy.values()):
-        check(f"{name}: GPU energy measured through NVML, a plausible power",
-              every(energy.items(), lambda e: 0 < e[1]["joules"] and
-                    10 < e[1]["joules"] / max(sum(o["seconds"] for o in gpu if o["device"] == e[0]), 1e-12) < 2000),
+        check(f"{name}: GPU energy measured through NVML, a plausible board power, above idle no more than the board's",
+              every(energy.values(), lambda e: 0 < e["board_joules"] and e["phase_seconds"] > 0
+                    and 10 < e["board_joules"] / e["phase_seconds"] < 2000
+                    and (e["above_idle_joules"] is None or e["above_idle_joules"] <= e["board_joules"])),
               json.dumps(energy))
     elif energy:
         print(f"     GPU energy not measured: {json.dumps(energy)}")
