@@ -52,6 +52,10 @@ struct Result {
   std::optional<double> roofline_seconds;
   std::string roofline_gpu;
   double j_per_token() const { return joules / (double(batch) * tokens); }
+  std::optional<double> above_idle_j_per_token() const {
+    if (!above_idle_joules) return std::nullopt;
+    return *above_idle_joules / (double(batch) * tokens);
+  }
   double tops_per_w() const { return joules > 0 ? 2.0 * double(energy_macs) / joules / 1e12 : 0; }
   std::optional<double> roofline_fraction() const {
     if (!roofline_seconds || seconds <= 0) return std::nullopt;
@@ -202,12 +206,10 @@ int bench(const std::vector<std::string>& args) {
   if (format == "json") {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const Result& r : results) {
-      const auto above_idle = r.above_idle_joules ? std::optional(*r.above_idle_joules / (double(r.batch) * r.tokens))
-                                                  : std::nullopt;
       rows.push_back({{"plan", r.plan}, {"precision", r.precision}, {"test", r.test}, {"batch", r.batch},
                       {"tokens", r.tokens}, {"warmup", r.warmup}, {"seconds", r.seconds},
                       {"tokens_per_s", r.tokens_per_s()}, {"time", r.time}, {"joules", r.joules},
-                      {"j_per_token", r.j_per_token()}, {"above_idle_j_per_token", optional(above_idle)},
+                      {"j_per_token", r.j_per_token()}, {"above_idle_j_per_token", optional(r.above_idle_j_per_token())},
                       {"tops_per_w", r.tops_per_w()}, {"energy", r.energy},
                       {"roofline", r.roofline_seconds
                                        ? nlohmann::ordered_json{{"gpu", r.roofline_gpu},
@@ -228,9 +230,7 @@ int bench(const std::vector<std::string>& args) {
                                r.batch, r.test, r.tokens_per_s(), r.seconds, r.time, r.wall_seconds, r.j_per_token(),
                                r.tops_per_w(), r.energy, r.precision, r.warmup,
                                r.roofline_fraction() ? fmt::format("{:.4f}", *r.roofline_fraction()) : "",
-                               r.above_idle_joules
-                                   ? fmt::format("{:.6g}", *r.above_idle_joules / (double(r.batch) * r.tokens))
-                                   : "");
+                               r.above_idle_joules ? fmt::format("{:.6g}", *r.above_idle_j_per_token()) : "");
   } else {
     std::cout << fmt::format("| model | plan | precision | batch | test | tokens/s | time | of roofline | mJ/token | "
                              "above idle | TOPS/W | energy | wall s |\n"
@@ -240,7 +240,7 @@ int bench(const std::vector<std::string>& args) {
           "| {} | {} | {} | {} | {} | {:.2f} | {} | {} | {:.4g} | {} | {:.3g} | {} | {:.2f} |\n", ra.model, r.plan,
           r.precision, r.batch, r.test, r.tokens_per_s(), r.time,
           r.roofline_fraction() ? fmt::format("{:.1f}%", 100 * *r.roofline_fraction()) : "-", r.j_per_token() * 1e3,
-          r.above_idle_joules ? fmt::format("{:.4g}", *r.above_idle_joules / (double(r.batch) * r.tokens) * 1e3) : "-",
+          r.above_idle_joules ? fmt::format("{:.4g}", *r.above_idle_j_per_token() * 1e3) : "-",
           r.tops_per_w(), r.energy, r.wall_seconds);
     std::set<std::string> clocks, rooflines;
     for (const Result& r : results) {
