@@ -201,6 +201,9 @@ class CudaBackend final : public MatmulBackend {
                            "cudaStreamCreateWithFlags");
     blas_ = make<Blas>([](cublasHandle_t* h) { return cublasCreate(h); }, "cublasCreate");
     check(cublasSetStream(blas_.get(), stream()), "cublasSetStream");
+    // Said outright, since the numerics rest on it: the default math mode, in which SGEMM does not
+    // round its operands to TF32 (fp32 is held to 1e-4 of the CPU).
+    check(cublasSetMathMode(blas_.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     lt_ = make<BlasLt>([](cublasLtHandle_t* h) { return cublasLtCreate(h); }, "cublasLtCreate");
     pref_ = make<Preference>([](cublasLtMatmulPreference_t* p) { return cublasLtMatmulPreferenceCreate(p); },
                              "cublasLtMatmulPreferenceCreate");
