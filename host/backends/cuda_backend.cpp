@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <memory>
@@ -323,8 +324,9 @@ class CudaBackend final : public MatmulBackend {
   // Events around an op's phases: before the upload, after it, after the compute, after the download.
   enum Mark { kUpStart, kUpEnd, kComputeEnd, kDownEnd, kMarks };
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  static constexpr double kIdleSeconds = 0.5;
-  static constexpr uint32_t kMaxHeadDim = 256;  // the attention kernel's threads per block  // long enough for the counter to move by many steps
+  static constexpr double kIdleSeconds = 0.5;  // long enough for the energy counter to move by many steps
+  static constexpr uint32_t kMaxHeadDim = 256;  // the attention kernel's threads per block
+  static constexpr size_t kUploadChunkBytes = size_t{8} << 20;
   static constexpr size_t kMaxPlans = 512;  // int8 GEMM shapes remembered (a bound for ever-new shapes)
 
   struct Upload {
@@ -356,9 +358,24 @@ class CudaBackend final : public MatmulBackend {
     ensure(staging_[slot], count * sizeof(T));
     return staging_[slot].as<T>();
   }
-  // From pageable memory: cudaMemcpyAsync returns once it has taken the data, so src may go.
+  // From pageable memory (weights), through two pinned chunks in turn: one is filled while the other
+  // goes up. When it returns, src may go (the last chunk is in pinned memory).
   void copy_up(float* dst, const float* src, uint64_t count) {
-    if (count) check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyHostToDevice, stream()), "copy to the GPU");
+    constexpr uint64_t kChunk = kUploadChunkBytes / 4;
+    for (uint64_t done = 0; done < count; done += kChunk) {
+      UploadChunk& c = upload_chunks_[done / kChunk % 2];
+      if (c.buffer.bytes() == 0) {
+        c.buffer = PinnedBuffer(kUploadChunkBytes);
+        c.sent = make<Event>([](cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); },
+                             "cudaEventCreateWithFlags");
+      }
+      check(cudaEventSynchronize(c.sent.get()), "cudaEventSynchronize (an upload chunk free again)");
+      const uint64_t n = std::min(kChunk, count - done);
+      std::memcpy(c.buffer.as<float>(), src + done, n * 4);
+      check(cudaMemcpyAsync(dst + done, c.buffer.as<float>(), n * 4, cudaMemcpyHostToDevice, stream()),
+            "copy to the GPU");
+      check(cudaEventRecord(c.sent.get(), stream()), "cudaEventRecord");
+    }
   }
   void mark(Mark m) { check(cudaEventRecord(events_[m].get(), stream()), "cudaEventRecord"); }
   double elapsed(Mark from, Mark to) const {
@@ -616,6 +633,11 @@ class CudaBackend final : public MatmulBackend {
   std::map<std::array<uint32_t, 3>, LtPlan> lt_plans_;
   std::array<DeviceBuffer, kSlots> scratch_;
   std::array<PinnedBuffer, kStagings> staging_;
+  struct UploadChunk {
+    PinnedBuffer buffer;
+    Event sent;  // recorded after its last copy up
+  };
+  std::array<UploadChunk, 2> upload_chunks_;
   std::map<const Linear*, ResidentLinear> weights_;
   std::map<const LayerNormWeights*, std::array<DeviceBuffer, 2>> norms_;
   MatmulStats stats_;
@@ -627,111 +649,171 @@ class CudaBackend final : public MatmulBackend {
   friend class CudaStage;
 
  public:
-  std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
-                                           const Linear* vocab) override;
+  std::unique_ptr<StageProgram> make_stage(const StageSpec& spec) override;
 };
 
 using Graph = Owned<cudaGraph_t, cudaGraphDestroy>;
 using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
 
-// A stage on the GPU from its input to its output (StageProgram). Its weights are its own, uploaded
-// when it is made; its activations, workspaces and the backend's GEMM scratch are allocated at
-// start() for the largest step (a prefill of every position), its KV caches there too, in the ops'
+// A stage on its GPUs from its input to its output (StageProgram): one part per shard, each on its
+// backend's GPU and stream, all driven from the calling thread. The weights are each part's own,
+// uploaded when it is made; activations, workspaces and the backends' GEMM scratch are allocated at
+// start() for the largest step (a prefill of every position), the KV caches there too, in the ops'
 // precision. A step is one upload (token ids or the residual stream, and the position), every
-// kernel and GEMM of its layers on the backend's stream, and one download. Decode steps replay a
-// CUDA graph per microbatch, captured at a microbatch's second decode step (the first, run
-// eagerly, sizes every scratch buffer and picks cuBLASLt's algorithms); the kernels read the
-// position from device memory, so one graph serves every step. A capture that fails is said in
-// notes(), and decode then runs eagerly.
+// kernel and GEMM of its layers, and one download; where the stage before feeds it (feed()), the
+// residual stream arrives on the first part's GPU instead, and where it feeds the next, it leaves
+// for that one's GPU.
+//
+// Sharded over several parts, every part keeps the whole residual stream and normalizes it itself;
+// a row-parallel projection's partial sums go to the first part (peer copies, ordered by events),
+// which adds them in shard order and then the bias (the sums the pipeline makes op by op, for any
+// number of shards: NCCL's ring would pick its own order), and the result goes back to the others.
+//
+// Decode steps replay a CUDA graph per microbatch, captured at a microbatch's second decode step
+// (the first, run eagerly, sizes every scratch buffer and picks cuBLASLt's algorithms); the kernels
+// read the position from device memory, so one graph serves every step. A capture that fails is
+// said in notes(), and decode then runs eagerly.
 class CudaStage final : public StageProgram {
  public:
-  CudaStage(CudaBackend& b, const Gpt2Model& model, uint32_t first, uint32_t last, bool embed, const Linear* vocab)
-      : b_(b), cfg_(model.cfg), embed_(embed), vocab_(vocab) {
-    const uint64_t E = cfg_.width, ob = operand_bytes(b.precision_);
-    const uint64_t layers = last - first + 1;
-    uint64_t bytes = layers * (12 * E * E * ob + 13 * E * 4) + (vocab ? E * cfg_.vocab * ob + cfg_.vocab * 8 : 0) +
-                     (embed ? uint64_t{cfg_.vocab + cfg_.positions} * E * 4 : 0);
-    if (b.precision_ != GpuPrecision::kFp32)  // the fp32 copy of the largest matrix, while it is packed
-      bytes += std::max<uint64_t>(4 * E * E, vocab ? E * cfg_.vocab : 0) * 4;
-    if (cfg_.head_dim() > CudaBackend::kMaxHeadDim || cfg_.positions > cuda::kMaxAttentionPositions)
+  CudaStage(const StageSpec& spec, const std::vector<CudaBackend*>& backends)
+      : cfg_(spec.model->cfg), embed_(spec.embed), logits_(spec.parts.front().vocab != nullptr) {
+    const uint32_t E = cfg_.width, D = cfg_.head_dim();
+    if (D > CudaBackend::kMaxHeadDim || cfg_.positions > cuda::kMaxAttentionPositions)
       throw std::invalid_argument(fmt::format("{}: the attention kernel takes up to {} positions and heads of up to {} "
-                                              "values, not {} and {}", b.name_, cuda::kMaxAttentionPositions,
-                                              CudaBackend::kMaxHeadDim, cfg_.positions, cfg_.head_dim()));
-    check_fits(bytes, fmt::format("the weights of layers {}-{}{}", first, last, vocab ? " and the logits" : ""));
-    b_.guarded([&] {
-      for (uint32_t l = first; l <= last; ++l) {
-        const Gpt2Block& blk = model.blocks.at(l);
-        layers_.push_back({b_.upload(blk.c_attn), b_.upload(blk.attn_proj), b_.upload(blk.c_fc),
-                           b_.upload(blk.mlp_proj), b_.upload(blk.ln_1, cfg_.width), b_.upload(blk.ln_2, cfg_.width)});
+                                              "values, not {} and {}", backends[0]->name_, cuda::kMaxAttentionPositions,
+                                              CudaBackend::kMaxHeadDim, cfg_.positions, D));
+    for (size_t i = 0; i < spec.parts.size(); ++i) {
+      const StageSpec::Part& sp = spec.parts[i];
+      Part& p = parts_.emplace_back(*backends[i]);
+      p.heads = sp.heads;
+      p.mlp = sp.layers.empty() ? 0 : sp.layers.front().mlp_up->out;
+      p.vocab_begin = sp.vocab_begin;
+      p.vocab = sp.vocab ? sp.vocab->out : 0;
+      // What it will hold, checked before anything is uploaded.
+      const uint64_t ob = operand_bytes(p.b.precision_);
+      uint64_t bytes = 0, largest = 0;
+      auto linear = [&](const Linear& l) {
+        bytes += l.w.size() * ob + l.b.size() * 4;
+        largest = std::max<uint64_t>(largest, l.w.size());
+      };
+      for (const StageSpec::Weights& w : sp.layers) {
+        for (const Linear* l : {w.qkv, w.attn_proj, w.mlp_up, w.mlp_down}) linear(*l);
+        bytes += 4 * uint64_t{E} * 4 + (i == 0 && sharded() ? 2 * uint64_t{E} * 4 : 0);
       }
-      if (vocab_) {
-        head_ = b_.upload(*vocab_);
-        ln_f_ = b_.upload(model.ln_f, cfg_.width);
-      }
-      if (embed_) {
-        wte_ = DeviceBuffer(model.wte.size() * 4);
-        wpe_ = DeviceBuffer(model.wpe.size() * 4);
-        b_.copy_up(wte_.as<float>(), model.wte.data(), model.wte.size());
-        b_.copy_up(wpe_.as<float>(), model.wpe.data(), model.wpe.size());
-      }
-      check(cudaStreamSynchronize(b_.stream()), "cudaStreamSynchronize (weights uploaded)");
-    });
-    b_.take_phases();  // the uploads are no step's
+      if (sp.vocab) linear(*sp.vocab), bytes += 2 * uint64_t{E} * 4;
+      if (i == 0 && embed_) bytes += uint64_t{cfg_.vocab + cfg_.positions} * E * 4;
+      if (p.b.precision_ != GpuPrecision::kFp32) bytes += largest * 4;  // the fp32 copy of one, while it is packed
+      check_fits(p, bytes, fmt::format("the weights of layers {}-{}{}", spec.first, spec.last,
+                                       sp.vocab ? " and the logits" : ""));
+      guarded(p, [&] {
+        for (uint32_t l = spec.first; l <= spec.last; ++l) {
+          const Gpt2Block& blk = spec.model->blocks.at(l);
+          const StageSpec::Weights& w = sp.layers.at(l - spec.first);
+          Layer& layer = p.layers.emplace_back(Layer{p.b.upload(*w.qkv), p.b.upload(*w.attn_proj), p.b.upload(*w.mlp_up),
+                                                     p.b.upload(*w.mlp_down), p.b.upload(blk.ln_1, E),
+                                                     p.b.upload(blk.ln_2, E), {}, {}});
+          if (i == 0 && sharded()) {  // the biases, added once the partial sums are
+            layer.proj_bias = upload(p, blk.attn_proj.b);
+            layer.down_bias = upload(p, blk.mlp_proj.b);
+          }
+        }
+        if (sp.vocab) {
+          p.head = p.b.upload(*sp.vocab);
+          p.ln_f = p.b.upload(spec.model->ln_f, E);
+        }
+        if (i == 0 && embed_) {
+          wte_ = upload(p, spec.model->wte);
+          wpe_ = upload(p, spec.model->wpe);
+        }
+        check(cudaStreamSynchronize(p.b.stream()), "cudaStreamSynchronize (weights uploaded)");
+      });
+      p.done = make<Event>([](cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); },
+                           "cudaEventCreateWithFlags");
+      p.b.take_phases();  // the uploads are no step's
+      if (i > 0) peer_access(parts_[0].b.index_, p.b.index_);
+    }
   }
 
   void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) override {
     end();  // what the last start() took is free again before anything is counted
-    const uint64_t E = cfg_.width, H = cfg_.heads, D = cfg_.head_dim();
+    const uint64_t E = cfg_.width, D = cfg_.head_dim(), P = parts_.size();
     const uint32_t most = *std::max_element(batch_of.begin(), batch_of.end());
-    rows_ = uint64_t{most} * capacity;
-    uint64_t cache_bytes = 0;
-    for (uint32_t n : batch_of) cache_bytes += layers_.size() * GpuKvCache::bytes_for(b_.precision_, n, H, D, capacity);
-    const uint64_t work = rows_ * (2 * E + 3 * E + E + E + 4 * E) * 4 + rows_ * 4 + most * E * 4;
-    check_fits(cache_bytes + work + scratch_bytes(rows_, most),
-               fmt::format("the KV caches and workspaces for {} sequences of {} positions",
-                           std::accumulate(batch_of.begin(), batch_of.end(), 0u), capacity));
-    b_.guarded([&] {
-      x_ = DeviceBuffer(rows_ * E * 4);
-      h_ = DeviceBuffer(rows_ * E * 4);
-      qkv_ = DeviceBuffer(rows_ * 3 * E * 4);
-      att_ = DeviceBuffer(rows_ * E * 4);
-      tmp_ = DeviceBuffer(rows_ * E * 4);
-      up_ = DeviceBuffer(rows_ * 4 * E * 4);
-      tokens_ = DeviceBuffer(rows_ * 4);
-      last_ = DeviceBuffer(uint64_t{most} * E * 4);
-      pasts_ = DeviceBuffer(batch_of.size() * 4);
-      pin_in_ = PinnedBuffer(rows_ * E * 4);
-      pin_past_ = PinnedBuffer(batch_of.size() * 4);
-      reserve_scratch(rows_, most);
-      caches_.resize(batch_of.size());
-      for (size_t j = 0; j < batch_of.size(); ++j)
-        for (size_t l = 0; l < layers_.size(); ++l)
-          caches_[j].push_back(std::make_unique<GpuKvCache>(b_.precision_, batch_of[j], H, D, capacity));
-    });
+    const uint64_t rows = uint64_t{most} * capacity;
+    const uint32_t sequences = std::accumulate(batch_of.begin(), batch_of.end(), 0u);
+    for (size_t i = 0; i < P; ++i) {
+      Part& p = parts_[i];
+      uint64_t bytes = rows * (3 * E + 4 * p.heads * D + p.mlp) * 4 + uint64_t{most} * E * 4 +
+                       scratch_bytes(p, rows, most);
+      for (uint32_t n : batch_of) bytes += p.layers.size() * GpuKvCache::bytes_for(p.b.precision_, n, p.heads, D, capacity);
+      if (i == 0) bytes += rows * 4 + (P - 1) * rows * E * 4 + (fed_ ? uint64_t{sequences} * capacity * E * 4 : 0);
+      check_fits(p, bytes, fmt::format("the KV caches and workspaces for {} sequences of {} positions", sequences,
+                                       capacity));
+    }
+    for (size_t i = 0; i < P; ++i) {
+      Part& p = parts_[i];
+      guarded(p, [&] {
+        p.x = DeviceBuffer(rows * E * 4);
+        p.h = DeviceBuffer(rows * E * 4);
+        p.tmp = DeviceBuffer(rows * E * 4);
+        p.qkv = DeviceBuffer(rows * 3 * p.heads * D * 4);
+        p.att = DeviceBuffer(rows * p.heads * D * 4);
+        p.up = DeviceBuffer(rows * p.mlp * 4);
+        p.last = DeviceBuffer(uint64_t{most} * E * 4);
+        p.pasts = DeviceBuffer(batch_of.size() * 4);
+        reserve_scratch(p, rows, most);
+        p.caches.resize(batch_of.size());
+        for (size_t j = 0; j < batch_of.size(); ++j)
+          for (size_t l = 0; l < p.layers.size(); ++l)
+            p.caches[j].push_back(std::make_unique<GpuKvCache>(p.b.precision_, batch_of[j], p.heads, D, capacity));
+        if (i > 0) return;
+        tokens_ = DeviceBuffer(rows * 4);
+        gather_ = DeviceBuffer((P - 1) * rows * E * 4);
+        for (size_t j = 0; j < batch_of.size() && fed_; ++j)
+          inbox_.push_back(DeviceBuffer(uint64_t{batch_of[j]} * capacity * E * 4));
+      });
+    }
+    pin_in_ = PinnedBuffer(rows * E * 4);
+    pin_past_ = PinnedBuffer(batch_of.size() * 4);
     batch_of_ = batch_of;
     capacity_ = capacity;
   }
 
   void end() override {
     graphs_.clear();
-    caches_.clear();
     eager_decodes_.clear();
     batch_of_.clear();
-    for (DeviceBuffer* d : {&x_, &h_, &qkv_, &att_, &tmp_, &up_, &tokens_, &last_, &pasts_, &logits_}) *d = DeviceBuffer();
+    for (Part& p : parts_) {
+      p.caches.clear();
+      for (DeviceBuffer* d : {&p.x, &p.h, &p.qkv, &p.att, &p.tmp, &p.up, &p.last, &p.pasts, &p.logits}) *d = DeviceBuffer();
+    }
+    tokens_ = DeviceBuffer();
+    gather_ = DeviceBuffer();
+    inbox_.clear();
     pin_in_ = PinnedBuffer();
     pin_past_ = PinnedBuffer();
   }
 
   uint64_t kv_cache_bytes() const override {
     uint64_t bytes = 0;
-    for (const auto& per_layer : caches_)
-      for (const auto& c : per_layer) bytes += c->bytes();
+    for (const Part& p : parts_)
+      for (const auto& per_layer : p.caches)
+        for (const auto& c : per_layer) bytes += c->bytes();
     return bytes;
   }
 
   std::vector<std::string> notes() const override {
-    if (graphs_off_.empty()) return {};
-    return {fmt::format("decode ran without CUDA graphs: {}", graphs_off_)};
+    std::vector<std::string> out = notes_;
+    if (!graphs_off_.empty()) out.push_back(fmt::format("decode ran without CUDA graphs: {}", graphs_off_));
+    return out;
+  }
+
+  bool feed(StageProgram& next) override {
+    auto* to = dynamic_cast<CudaStage*>(&next);
+    if (!to || logits_ || to->embed_ || to->fed_ || next_) return false;
+    peer_access(parts_[0].b.index_, to->parts_[0].b.index_);
+    next_ = to;
+    to->fed_ = true;
+    return true;
   }
 
   void step(uint32_t j, const int32_t* tokens, const float* x, uint32_t T, uint32_t past, bool last_only,
@@ -741,48 +823,58 @@ class CudaStage final : public StageProgram {
       throw std::invalid_argument(fmt::format("{} tokens after {} do not fit the {} positions started", T, past,
                                               capacity_));
     const uint32_t B = batch_of_[j];
-    const uint64_t E = cfg_.width, rows = uint64_t{B} * T, rows_out = vocab_ ? (last_only ? B : rows) : rows;
-    const uint64_t out_count = rows_out * (vocab_ ? cfg_.vocab : E);
-    const MatmulStats before = b_.stats_;  // counted by account(), graph or not
-    b_.guarded([&] {
+    const uint64_t E = cfg_.width, V = cfg_.vocab, rows = uint64_t{B} * T, rows_out = logits_ && last_only ? B : rows;
+    const uint64_t out_count = next_ ? 0 : rows_out * (logits_ ? V : E);
+    std::vector<MatmulStats> before;  // counted by account(), graph or not
+    for (const Part& p : parts_) before.push_back(p.b.stats_);
+    CudaBackend& b0 = parts_[0].b;
+    all_guarded([&] {
       // Room for the result first (outside any capture: growing waits for the stream); all the
       // logits of a prefill may need more than start() made room for.
-      if (vocab_ && out_count * 4 > logits_.bytes()) {
-        check_fits(out_count * 4 - logits_.bytes() + scratch_bytes(rows, rows_out),
-                   fmt::format("the logits of {} tokens", rows_out));
-        b_.ensure(logits_, out_count * 4);
-        reserve_scratch(rows, rows_out);
-      }
-      float* pin_out = b_.staging<float>(CudaBackend::kStageOut, out_count);
+      for (Part& p : parts_)
+        if (logits_ && rows_out * p.vocab * 4 > p.logits.bytes()) {
+          check_fits(p, rows_out * p.vocab * 4 - p.logits.bytes() + scratch_bytes(p, rows, rows_out),
+                     fmt::format("the logits of {} tokens", rows_out));
+          guarded(p, [&] {
+            p.b.ensure(p.logits, rows_out * p.vocab * 4);
+            reserve_scratch(p, rows, rows_out);
+          });
+        }
+      check(cudaSetDevice(b0.index_), "cudaSetDevice");
+      float* pin_out = b0.staging<float>(CudaBackend::kStageOut, std::max<uint64_t>(out_count, 1));
       const auto start = Clock::now();
       pin_past_.as<uint32_t>()[j] = past;
       if (embed_)
         std::memcpy(pin_in_.as<int32_t>(), tokens, rows * 4);
-      else
+      else if (!fed_)
         std::memcpy(pin_in_.as<float>(), x, rows * E * 4);
       const auto staged = Clock::now();
       const bool decode = T == 1;
-      GraphKey key{j, last_only};
-      b_.mark(CudaBackend::kUpStart);
+      const GraphKey key{j, last_only};
+      mark(parts_[0], CudaBackend::kUpStart);
       if (decode && replay(key)) {
-        b_.mark(CudaBackend::kComputeEnd);
       } else if (decode && graphs_off_.empty() && eager_decodes_[key] >= 1) {
         capture(key, T, past, last_only, pin_out);
-        b_.mark(CudaBackend::kComputeEnd);
       } else {
         enqueue(j, T, past, last_only, pin_out);
         if (decode) ++eager_decodes_[key];
-        b_.mark(CudaBackend::kComputeEnd);
       }
-      check(cudaStreamSynchronize(b_.stream()), "cudaStreamSynchronize (end of a stage step: a kernel or copy failed)");
+      // Every part's work is joined into the first part's stream (enqueue's end): its events time
+      // the step of every part, and its wait is for all of them.
+      mark(parts_[0], CudaBackend::kComputeEnd);
+      check(cudaStreamSynchronize(b0.stream()), "cudaStreamSynchronize (end of a stage step: a kernel or copy failed)");
       const auto synced = Clock::now();
-      std::memcpy(out, pin_out, out_count * 4);
+      if (out_count) std::memcpy(out, pin_out, out_count * 4);
       const auto done = Clock::now();
-      const double up = seconds_between(start, staged), work = b_.elapsed(CudaBackend::kUpStart, CudaBackend::kComputeEnd);
-      b_.phases_.push_back({"dma", "stage input", start, up});
-      b_.phases_.push_back({"compute", "stage (upload, layers, download)", start + to_duration(up), work});
-      b_.phases_.push_back({"dma", "stage output", start + to_duration(up + work), seconds_between(synced, done)});
-      b_.stats_ = before;
+      const double up = seconds_between(start, staged), work = b0.elapsed(CudaBackend::kUpStart, CudaBackend::kComputeEnd);
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        CudaBackend& b = parts_[i].b;
+        if (i == 0) b.phases_.push_back({"dma", "stage input", start, up});
+        b.phases_.push_back({"compute", i == 0 ? "stage (upload, layers, download)" : "stage (its shard's layers)",
+                             start + to_duration(up), work});
+        if (i == 0) b.phases_.push_back({"dma", "stage output", start + to_duration(up + work), seconds_between(synced, done)});
+        b.stats_ = before[i];
+      }
       account(B, T, past, rows_out);
     });
   }
@@ -791,116 +883,256 @@ class CudaStage final : public StageProgram {
   struct Layer {
     ResidentLinear qkv, proj, fc, down;
     std::array<DeviceBuffer, 2> ln_1, ln_2;
+    DeviceBuffer proj_bias, down_bias;  // the first part of a sharded stage: the model's biases
+  };
+  // One shard of the stage on its backend's GPU.
+  struct Part {
+    explicit Part(CudaBackend& backend) : b(backend) {}
+    CudaBackend& b;
+    uint32_t heads = 0, mlp = 0, vocab_begin = 0, vocab = 0;
+    std::vector<Layer> layers;
+    ResidentLinear head;  // its rows of the logits' weights (the last stage)
+    std::array<DeviceBuffer, 2> ln_f;
+    DeviceBuffer x, h, qkv, att, tmp, up, last, pasts, logits;
+    std::vector<std::vector<std::unique_ptr<GpuKvCache>>> caches;  // [microbatch][layer]
+    Event done;  // recorded on its stream where another part's stream waits for it
   };
   using GraphKey = std::pair<uint32_t, bool>;  // microbatch, last_only
   struct Captured {
     Graph graph;
     GraphExec exec;
-    uint64_t generation = 0;  // of the backend's buffers it was captured with
+    uint64_t generation = 0;  // of the backends' buffers it was captured with
   };
 
-  void check_fits(uint64_t bytes, const std::string& what) const {
-    const uint64_t free = *b_.memory_free();
+  bool sharded() const { return parts_.size() > 1; }
+  // Bumped whenever any part's backend reallocates a buffer a graph may have captured.
+  uint64_t generation() const {
+    uint64_t g = 0;
+    for (const Part& p : parts_) g += p.b.generation_;
+    return g;
+  }
+
+  template <class Fn>
+  static void guarded(Part& p, Fn&& fn) {
+    p.b.guarded(std::forward<Fn>(fn));
+  }
+  // Runs fn; should it throw, every part's stream is waited for before the error goes on.
+  template <class Fn>
+  void all_guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      for (Part& p : parts_) {
+        cudaSetDevice(p.b.index_);
+        cudaStreamSynchronize(p.b.stream());
+      }
+      throw;
+    }
+  }
+  static cudaStream_t on(Part& p) {
+    check(cudaSetDevice(p.b.index_), "cudaSetDevice");
+    return p.b.stream();
+  }
+  static void mark(Part& p, CudaBackend::Mark m) {
+    on(p);
+    p.b.mark(m);
+  }
+
+  DeviceBuffer upload(Part& p, const std::vector<float>& v) {
+    DeviceBuffer d(v.size() * 4);
+    p.b.copy_up(d.as<float>(), v.data(), v.size());
+    return d;
+  }
+
+  // Lets GPU `from` read and write GPU `to`'s memory directly where the two can; where they cannot,
+  // the copies between them still work, through host memory, and notes() says so.
+  void peer_access(int from, int to) {
+    if (from == to) return;
+    for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {
+      int can = 0;
+      check(cudaDeviceCanAccessPeer(&can, a, b), "cudaDeviceCanAccessPeer");
+      if (!can) {
+        notes_.push_back(fmt::format("GPU {} cannot reach GPU {} directly: the copies between them go through host "
+                                     "memory", a, b));
+        continue;
+      }
+      check(cudaSetDevice(a), "cudaSetDevice");
+      if (const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0); e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        check(e, "cudaDeviceEnablePeerAccess");
+    }
+  }
+
+  void check_fits(const Part& p, uint64_t bytes, const std::string& what) const {
+    const uint64_t free = *p.b.memory_free();
     const auto mib = [](uint64_t v) { return double(v) / (1 << 20); };
     if (bytes > free)
       throw std::invalid_argument(fmt::format("{} need {:.1f} MiB on {}, which has {:.1f} MiB free ({:.1f} MiB short)",
-                                              what, mib(bytes), b_.name_, mib(free), mib(bytes - free)));
+                                              what, mib(bytes), p.b.name_, mib(free), mib(bytes - free)));
   }
 
-  // The backend's GEMM scratch for this stage's products over `rows` rows, and the logits' over
+  // A part's GEMM scratch on its backend for products over `rows` rows, and the logits' over
   // `rows_out`: packed left operands (bf16, int8), int8's row scales and int32 accumulators, and
-  // the pinned buffer a result comes back through.
-  uint64_t scratch_bytes(uint64_t rows, uint64_t rows_out) const {
-    const uint64_t E = cfg_.width, V = vocab_ ? cfg_.vocab : 0, m = std::max(rows, rows_out) + 16;
-    const uint64_t n = std::max<uint64_t>(4 * E, V) + 16, k = 4 * E + 16;
-    const uint64_t packs = b_.precision_ == GpuPrecision::kFp32 ? 0
-                           : b_.precision_ == GpuPrecision::kBf16 ? m * k * 2
-                                                                  : m * k + m * 4 + m * n * 4;
-    return packs + std::max(rows * E, rows_out * V) * 4;
+  // (the first part) the pinned buffer a result comes back through.
+  uint64_t scratch_bytes(const Part& p, uint64_t rows, uint64_t rows_out) const {
+    const uint64_t E = cfg_.width, m = std::max(rows, rows_out) + 16;
+    const uint64_t n = std::max<uint64_t>({3 * uint64_t{p.heads} * cfg_.head_dim(), p.mlp, E, p.vocab}) + 16;
+    const uint64_t k = std::max<uint64_t>({E, p.mlp, uint64_t{p.heads} * cfg_.head_dim()}) + 16;
+    const uint64_t packs = p.b.precision_ == GpuPrecision::kFp32 ? 0
+                           : p.b.precision_ == GpuPrecision::kBf16 ? m * k * 2
+                                                                   : m * k + m * 4 + m * n * 4;
+    return packs + (&p == &parts_[0] ? std::max(rows * E, rows_out * cfg_.vocab) * 4 : 0);
   }
-  void reserve_scratch(uint64_t rows, uint64_t rows_out) {
-    const uint64_t E = cfg_.width, V = vocab_ ? cfg_.vocab : 0, m = std::max(rows, rows_out);
-    const uint64_t mp = (m + 15) / 16 * 16, kp = (4 * E + 15) / 16 * 16;
-    const uint64_t np = (std::max<uint64_t>(4 * E, V) + 15) / 16 * 16;
-    if (b_.precision_ == GpuPrecision::kBf16) b_.buffer<uint16_t>(CudaBackend::kPackA, m * kp);
-    if (b_.precision_ == GpuPrecision::kInt8) {
-      b_.buffer<int8_t>(CudaBackend::kPackA, mp * kp);
-      b_.buffer<float>(CudaBackend::kScaleA, mp);
-      b_.buffer<int32_t>(CudaBackend::kAcc, mp * np);
+  void reserve_scratch(Part& p, uint64_t rows, uint64_t rows_out) {
+    const uint64_t E = cfg_.width, m = std::max(rows, rows_out), mp = (m + 15) / 16 * 16;
+    const uint64_t k = std::max<uint64_t>({E, p.mlp, uint64_t{p.heads} * cfg_.head_dim()}), kp = (k + 15) / 16 * 16;
+    const uint64_t n = std::max<uint64_t>({3 * uint64_t{p.heads} * cfg_.head_dim(), p.mlp, E, p.vocab});
+    const uint64_t np = (n + 15) / 16 * 16;
+    if (p.b.precision_ == GpuPrecision::kBf16) p.b.buffer<uint16_t>(CudaBackend::kPackA, m * kp);
+    if (p.b.precision_ == GpuPrecision::kInt8) {
+      p.b.buffer<int8_t>(CudaBackend::kPackA, mp * kp);
+      p.b.buffer<float>(CudaBackend::kScaleA, mp);
+      p.b.buffer<int32_t>(CudaBackend::kAcc, mp * np);
     }
-    b_.staging<float>(CudaBackend::kStageOut, std::max(rows * E, rows_out * V));
+    if (&p == &parts_[0]) p.b.staging<float>(CudaBackend::kStageOut, std::max(rows * E, rows_out * cfg_.vocab));
   }
 
-  // Every copy and launch of a step on the stream (also what a capture records).
+  // Stream `to` waits for the work queued so far on part `from`'s stream.
+  static void wait_for(Part& from, Part& to) {
+    check(cudaEventRecord(from.done.get(), on(from)), "cudaEventRecord");
+    check(cudaStreamWaitEvent(on(to), from.done.get(), 0), "cudaStreamWaitEvent");
+  }
+  // A copy between two GPUs' memory (or within one), as unified addressing tells them apart: unlike
+  // cudaMemcpyPeerAsync, a CUDA graph can capture it.
+  static void copy_between(float* dst, const float* src, uint64_t count, cudaStream_t st, const char* what) {
+    check(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDefault, st), what);
+  }
+  // The first part's residual stream (count values) to every other part.
+  void broadcast(uint64_t count) {
+    Part& p0 = parts_[0];
+    for (size_t i = 1; i < parts_.size(); ++i) {
+      wait_for(p0, parts_[i]);
+      copy_between(parts_[i].x.as<float>(), p0.x.as<float>(), count, on(parts_[i]),
+                   "copy of the residual stream to another shard's GPU");
+    }
+  }
+  // Every part's x += its projection's output (tmp): one part adds it itself (the bias is in it);
+  // several add their partial sums in shard order on the first part, then `bias`, and share x.
+  void add_projection(uint64_t count, const DeviceBuffer& bias) {
+    Part& p0 = parts_[0];
+    if (!sharded()) {
+      check(cuda::add_into(p0.x.as<float>(), p0.tmp.as<float>(), count, on(p0)), "launching the add_into kernel");
+      return;
+    }
+    for (size_t i = 1; i < parts_.size(); ++i) {
+      wait_for(parts_[i], p0);
+      copy_between(gather_.as<float>() + (i - 1) * count, parts_[i].tmp.as<float>(), count, on(p0),
+                   "copy of a partial sum to the first shard's GPU");
+    }
+    check(cuda::add_partials(p0.x.as<float>(), p0.tmp.as<float>(), gather_.as<float>(),
+                             static_cast<uint32_t>(parts_.size() - 1), count, bias.as<float>(), cfg_.width, on(p0)),
+          "launching the add_partials kernel");
+    broadcast(count);
+  }
+
+  // Every copy and launch of a step on the parts' streams (also what a capture records), joined
+  // into the first part's stream at the end.
   void enqueue(uint32_t j, uint32_t T, uint32_t past, bool last_only, float* pin_out) {
-    const uint32_t B = batch_of_[j], E = cfg_.width, V = cfg_.vocab;
+    const uint32_t B = batch_of_[j], E = cfg_.width, V = cfg_.vocab, D = cfg_.head_dim();
     const uint32_t rows = B * T;
-    cudaStream_t st = b_.stream();
-    const uint32_t* past_dev = pasts_.as<uint32_t>() + j;
-    check(cudaMemcpyAsync(pasts_.as<uint32_t>() + j, pin_past_.as<uint32_t>() + j, 4, cudaMemcpyHostToDevice, st),
-          "copy of the position to the GPU");
-    float* x = x_.as<float>();
+    const uint64_t count = uint64_t{rows} * E;
+    Part& p0 = parts_[0];
+    for (size_t i = 1; i < parts_.size(); ++i) wait_for(p0, parts_[i]);  // the others start after the first
+    for (Part& p : parts_)
+      check(cudaMemcpyAsync(p.pasts.as<uint32_t>() + j, pin_past_.as<uint32_t>() + j, 4, cudaMemcpyHostToDevice, on(p)),
+            "copy of the position to the GPU");
+    cudaStream_t st = on(p0);
     if (embed_) {
       check(cudaMemcpyAsync(tokens_.as<int32_t>(), pin_in_.as<int32_t>(), uint64_t{rows} * 4, cudaMemcpyHostToDevice, st),
             "copy of the token ids to the GPU");
-      check(cuda::embed(tokens_.as<int32_t>(), wte_.as<float>(), wpe_.as<float>(), past, past_dev, rows, T, E, x, st),
+      check(cuda::embed(tokens_.as<int32_t>(), wte_.as<float>(), wpe_.as<float>(), past, p0.pasts.as<uint32_t>() + j,
+                        rows, T, E, p0.x.as<float>(), st),
             "launching the embed kernel");
+    } else if (fed_) {
+      check(cudaMemcpyAsync(p0.x.as<float>(), inbox_.at(j).as<float>(), count * 4, cudaMemcpyDeviceToDevice, st),
+            "copy of the residual stream the stage before left");
     } else {
-      check(cudaMemcpyAsync(x, pin_in_.as<float>(), uint64_t{rows} * E * 4, cudaMemcpyHostToDevice, st),
+      check(cudaMemcpyAsync(p0.x.as<float>(), pin_in_.as<float>(), count * 4, cudaMemcpyHostToDevice, st),
             "copy of the residual stream to the GPU");
     }
-    float *h = h_.as<float>(), *qkv = qkv_.as<float>(), *att = att_.as<float>(), *tmp = tmp_.as<float>(),
-          *up = up_.as<float>();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const Layer& w = layers_[l];
-      const cuda::KvView cache = caches_[j][l]->view();
-      check(cuda::layer_norm(x, h, rows, E, w.ln_1[0].as<float>(), w.ln_1[1].as<float>(), cfg_.eps, st),
-            "launching the layer_norm kernel");
-      b_.gemm({h, E}, w.qkv.b, qkv, 3 * E, rows, w.qkv.bias.as<float>(), false);
-      check(cuda::kv_append(qkv, T, past, past_dev, cache, st), "launching the kv_append kernel");
-      check(cuda::attention(qkv, att, T, past, past_dev, cache, scale, st), "launching the attention kernel");
-      b_.gemm({att, E}, w.proj.b, tmp, E, rows, w.proj.bias.as<float>(), false);
-      check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
-      check(cuda::layer_norm(x, h, rows, E, w.ln_2[0].as<float>(), w.ln_2[1].as<float>(), cfg_.eps, st),
-            "launching the layer_norm kernel");
-      b_.gemm({h, E}, w.fc.b, up, 4 * E, rows, w.fc.bias.as<float>(), true);
-      b_.gemm({up, 4 * E}, w.down.b, tmp, E, rows, w.down.bias.as<float>(), false);
-      check(cuda::add_into(x, tmp, uint64_t{rows} * E, st), "launching the add_into kernel");
+    broadcast(count);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    for (size_t l = 0; l < p0.layers.size(); ++l) {
+      for (Part& p : parts_) {
+        const Layer& w = p.layers[l];
+        const uint32_t* past_dev = p.pasts.as<uint32_t>() + j;
+        const cuda::KvView cache = p.caches[j][l]->view();
+        float *x = p.x.as<float>(), *h = p.h.as<float>(), *qkv = p.qkv.as<float>(), *att = p.att.as<float>();
+        const uint32_t HD = p.heads * D;
+        cudaStream_t ps = on(p);
+        check(cuda::layer_norm(x, h, rows, E, w.ln_1[0].as<float>(), w.ln_1[1].as<float>(), cfg_.eps, ps),
+              "launching the layer_norm kernel");
+        p.b.gemm({h, E}, w.qkv.b, qkv, 3 * HD, rows, w.qkv.bias.as<float>(), false);
+        check(cuda::kv_append(qkv, T, past, past_dev, cache, ps), "launching the kv_append kernel");
+        check(cuda::attention(qkv, att, T, past, past_dev, cache, scale, ps), "launching the attention kernel");
+        p.b.gemm({att, HD}, w.proj.b, p.tmp.as<float>(), E, rows, w.proj.bias.as<float>(), false);
+      }
+      add_projection(count, p0.layers[l].proj_bias);
+      for (Part& p : parts_) {
+        const Layer& w = p.layers[l];
+        float *x = p.x.as<float>(), *h = p.h.as<float>(), *up = p.up.as<float>();
+        check(cuda::layer_norm(x, h, rows, E, w.ln_2[0].as<float>(), w.ln_2[1].as<float>(), cfg_.eps, on(p)),
+              "launching the layer_norm kernel");
+        p.b.gemm({h, E}, w.fc.b, up, p.mlp, rows, w.fc.bias.as<float>(), true);
+        p.b.gemm({up, p.mlp}, w.down.b, p.tmp.as<float>(), E, rows, w.down.bias.as<float>(), false);
+      }
+      add_projection(count, p0.layers[l].down_bias);
     }
-    if (!vocab_) {
-      check(cudaMemcpyAsync(pin_out, x, uint64_t{rows} * E * 4, cudaMemcpyDeviceToHost, st),
+    if (logits_) {
+      const uint32_t rows_out = last_only ? B : rows;
+      for (Part& p : parts_) {
+        cudaStream_t ps = on(p);
+        float *x = p.x.as<float>(), *h = p.h.as<float>();
+        check(cuda::layer_norm(x, h, rows, E, p.ln_f[0].as<float>(), p.ln_f[1].as<float>(), cfg_.eps, ps),
+              "launching the layer_norm kernel");
+        const float* in = h;
+        if (last_only) {  // each sequence's last token
+          check(cudaMemcpy2DAsync(p.last.as<float>(), uint64_t{E} * 4, h + uint64_t{T - 1} * E, uint64_t{T} * E * 4,
+                                  uint64_t{E} * 4, B, cudaMemcpyDeviceToDevice, ps),
+                "cudaMemcpy2DAsync (the last tokens)");
+          in = p.last.as<float>();
+        }
+        if (p.vocab == 0) continue;
+        p.b.gemm({in, E}, p.head.b, p.logits.as<float>(), p.vocab, rows_out, p.head.bias.as<float>(), false);
+        check(cudaMemcpy2DAsync(pin_out + p.vocab_begin, uint64_t{V} * 4, p.logits.as<float>(), uint64_t{p.vocab} * 4,
+                                uint64_t{p.vocab} * 4, rows_out, cudaMemcpyDeviceToHost, ps),
+              "copy of the logits from the GPU");
+      }
+    } else if (next_) {
+      copy_between(next_->inbox_.at(j).as<float>(), p0.x.as<float>(), count, on(p0),
+                   "copy of the residual stream to the next stage's GPU");
+    } else {
+      check(cudaMemcpyAsync(pin_out, p0.x.as<float>(), count * 4, cudaMemcpyDeviceToHost, on(p0)),
             "copy of the residual stream from the GPU");
-      return;
     }
-    check(cuda::layer_norm(x, h, rows, E, ln_f_[0].as<float>(), ln_f_[1].as<float>(), cfg_.eps, st),
-          "launching the layer_norm kernel");
-    const float* in = h;
-    uint32_t rows_out = rows;
-    if (last_only) {  // each sequence's last token
-      check(cudaMemcpy2DAsync(last_.as<float>(), uint64_t{E} * 4, h + uint64_t{T - 1} * E, uint64_t{T} * E * 4,
-                              uint64_t{E} * 4, B, cudaMemcpyDeviceToDevice, st),
-            "cudaMemcpy2DAsync (the last tokens)");
-      in = last_.as<float>(), rows_out = B;
-    }
-    b_.gemm({in, E}, head_.b, logits_.as<float>(), V, rows_out, head_.bias.as<float>(), false);
-    check(cudaMemcpyAsync(pin_out, logits_.as<float>(), uint64_t{rows_out} * V * 4, cudaMemcpyDeviceToHost, st),
-          "copy of the logits from the GPU");
+    for (size_t i = 1; i < parts_.size(); ++i) wait_for(parts_[i], p0);  // joined
   }
 
   // Launches the microbatch's decode graph, where one was captured with the buffers of now.
   bool replay(const GraphKey& key) {
     const auto it = graphs_.find(key);
-    if (it == graphs_.end() || it->second.generation != b_.generation_) return false;
-    check(cudaGraphLaunch(it->second.exec.get(), b_.stream()), "cudaGraphLaunch");
+    if (it == graphs_.end() || it->second.generation != generation()) return false;
+    check(cudaGraphLaunch(it->second.exec.get(), on(parts_[0])), "cudaGraphLaunch");
     return true;
   }
 
-  // Captures a decode step into a graph and launches it; where capture fails, says why (notes())
-  // and runs the step eagerly, as every later one.
+  // Captures a decode step into a graph (from the first part's stream, the others joining it
+  // through the events) and launches it; where capture fails, says why (notes()) and runs the step
+  // eagerly, as every later one.
   void capture(const GraphKey& key, uint32_t T, uint32_t past, bool last_only, float* pin_out) {
-    const uint64_t generation = b_.generation_;
-    cudaStream_t st = b_.stream();
+    const uint64_t generation_then = generation();
+    cudaStream_t st = on(parts_[0]);
     std::string why;
     Captured c;
     if (const cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
@@ -912,11 +1144,12 @@ class CudaStage final : public StageProgram {
         why = e.what();
       }
       cudaGraph_t graph = nullptr;
+      on(parts_[0]);
       const cudaError_t ended = cudaStreamEndCapture(st, &graph);
       c.graph.reset(graph);
       if (why.empty() && ended != cudaSuccess)
         why = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(ended));
-      if (why.empty() && b_.generation_ != generation) why = "a buffer grew during the capture";
+      if (why.empty() && generation() != generation_then) why = "a buffer grew during the capture";
       if (why.empty()) {
         cudaGraphExec_t exec = nullptr;
         if (const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0); ie != cudaSuccess)
@@ -930,57 +1163,65 @@ class CudaStage final : public StageProgram {
       enqueue(key.first, T, past, last_only, pin_out);
       return;
     }
-    c.generation = generation;
-    check(cudaGraphLaunch(c.exec.get(), st), "cudaGraphLaunch");
+    c.generation = generation_then;
+    check(cudaGraphLaunch(c.exec.get(), on(parts_[0])), "cudaGraphLaunch");
     graphs_[key] = std::move(c);
   }
 
-  // What the step did, for the report, counted as the op-by-op path counts it (gemm(), attention()):
-  // a replayed graph calls neither.
+  // What the step did, for the report, each part on its backend, counted as the op-by-op path
+  // counts it (gemm(), attention()): a replayed graph calls neither.
   void account(uint32_t B, uint32_t T, uint32_t past, uint64_t rows_out) {
-    MatmulStats& s = b_.stats_;
-    const uint64_t E = cfg_.width, rows = uint64_t{B} * T, ob = operand_bytes(b_.precision_);
-    auto gemm = [&](uint64_t m, uint64_t n, uint64_t k) {
-      ++s.gemms;
-      s.macs += m * n * k;
-      s.read_bytes += ob * (m * k + k * n);
-      s.write_bytes += 4 * m * n;
-    };
+    const uint64_t E = cfg_.width, D = cfg_.head_dim(), rows = uint64_t{B} * T;
     const uint64_t positions = uint64_t{T} * past + uint64_t{T} * (T + 1) / 2;
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      gemm(rows, 3 * E, E);
-      s.macs += 2 * uint64_t{B} * cfg_.heads * cfg_.head_dim() * positions;  // the attention core
-      s.read_bytes += b_.cache_read_bytes(B, cfg_.heads, cfg_.head_dim(), T, past);
-      s.write_bytes += 4 * rows * E;
-      gemm(rows, E, E);
-      gemm(rows, 4 * E, E);
-      gemm(rows, E, 4 * E);
+    for (Part& p : parts_) {
+      MatmulStats& s = p.b.stats_;
+      const uint64_t ob = operand_bytes(p.b.precision_), HD = uint64_t{p.heads} * D;
+      auto gemm = [&](uint64_t m, uint64_t n, uint64_t k) {
+        ++s.gemms;
+        s.macs += m * n * k;
+        s.read_bytes += ob * (m * k + k * n);
+        s.write_bytes += 4 * m * n;
+      };
+      for (size_t l = 0; l < p.layers.size(); ++l) {
+        gemm(rows, 3 * HD, E);
+        s.macs += 2 * uint64_t{B} * p.heads * D * positions;  // the attention core
+        s.read_bytes += p.b.cache_read_bytes(B, p.heads, D, T, past);
+        s.write_bytes += 4 * rows * HD;
+        gemm(rows, E, HD);
+        gemm(rows, p.mlp, E);
+        gemm(rows, E, p.mlp);
+      }
+      if (logits_ && p.vocab) gemm(rows_out, p.vocab, E);
     }
-    if (vocab_) gemm(rows_out, cfg_.vocab, E);
   }
 
-  CudaBackend& b_;
   const Gpt2Config cfg_;
   const bool embed_;
-  const Linear* vocab_;
-  std::vector<Layer> layers_;
-  ResidentLinear head_;                  // the logits' weights (the last stage)
-  std::array<DeviceBuffer, 2> ln_f_;
-  DeviceBuffer wte_, wpe_;
-  uint64_t rows_ = 0;
+  const bool logits_;  // the last stage: the final LayerNorm and the logits
+  std::deque<Part> parts_;  // in shard order (a deque: a Part does not move)
+  DeviceBuffer wte_, wpe_, tokens_;  // the first part's: the embedding
+  DeviceBuffer gather_;              // the first part's: the other parts' partial sums
+  std::vector<DeviceBuffer> inbox_;  // [microbatch], the first part's: where the stage before leaves x (fed_)
+  bool fed_ = false;
+  CudaStage* next_ = nullptr;  // the stage this one feeds
   uint32_t capacity_ = 0;
   std::vector<uint32_t> batch_of_;
-  DeviceBuffer x_, h_, qkv_, att_, tmp_, up_, tokens_, last_, pasts_, logits_;
   PinnedBuffer pin_in_, pin_past_;
-  std::vector<std::vector<std::unique_ptr<GpuKvCache>>> caches_;  // [microbatch][layer]
   std::map<GraphKey, Captured> graphs_;
   std::map<GraphKey, uint32_t> eager_decodes_;
   std::string graphs_off_;  // why decode runs without graphs, once a capture failed
+  std::vector<std::string> notes_;
 };
 
-std::unique_ptr<StageProgram> CudaBackend::make_stage(const Gpt2Model& model, uint32_t first, uint32_t last,
-                                                      bool embed, const Linear* vocab) {
-  return std::make_unique<CudaStage>(*this, model, first, last, embed, vocab);
+std::unique_ptr<StageProgram> CudaBackend::make_stage(const StageSpec& spec) {
+  std::vector<CudaBackend*> backends;
+  for (const StageSpec::Part& p : spec.parts) {
+    auto* b = dynamic_cast<CudaBackend*>(p.backend);
+    if (!b) return nullptr;  // a part on another kind of device: the stage runs op by op
+    backends.push_back(b);
+  }
+  if (backends.empty()) return nullptr;
+  return std::make_unique<CudaStage>(spec, backends);
 }
 
 

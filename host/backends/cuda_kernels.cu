@@ -125,6 +125,17 @@ __global__ void add_into_kernel(float* x, const float* y, uint64_t n) {
     x[i] = __fadd_rn(x[i], y[i]);
 }
 
+__global__ void add_partials_kernel(float* x, const float* first, const float* rest, uint32_t rest_count, uint64_t n,
+                                    const float* bias, uint32_t width) {
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x) {
+    float sum = first[i];
+    for (uint32_t k = 0; k < rest_count; ++k) sum = __fadd_rn(sum, rest[uint64_t{k} * n + i]);
+    float v = __fadd_rn(x[i], sum);
+    if (bias) v = __fadd_rn(v, bias[i % width]);
+    x[i] = v;
+  }
+}
+
 // v quantized with inv = 1 / scale as pack_int8 and the host do it: round half away from zero, clamp.
 __device__ int8_t to_int8(float v, float inv) {
   return static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(v, inv)), -127.0f), 127.0f));
@@ -320,6 +331,16 @@ cudaError_t add_into(float* x, const float* y, uint64_t n, cudaStream_t stream) 
   if (n == 0) return cudaSuccess;
   clear_error();
   add_into_kernel<<<blocks_for((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_partials(float* x, const float* first, const float* rest, uint32_t rest_count, uint64_t n,
+                         const float* bias, uint32_t width, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (bias && width == 0) return cudaErrorInvalidValue;
+  clear_error();
+  add_partials_kernel<<<blocks_for((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x, first, rest, rest_count,
+                                                                                         n, bias, width);
   return cudaGetLastError();
 }
 

@@ -49,6 +49,13 @@ namespace tessera::cuda {
 // x[i] += y[i] for i < n (the residual stream and a projection's output).
 [[nodiscard]] cudaError_t add_into(float* x, const float* y, uint64_t n, cudaStream_t stream);
 
+// x[i] = (x[i] + (first[i] + rest[0][i] + ... + rest[rest_count - 1][i])) + bias[i % width] for
+// i < n, the sums in that order (bias skipped where null): a row-parallel projection's partial sums
+// of a stage's shards added in shard order, then its bias, as the host adds them. rest is
+// [rest_count][n].
+[[nodiscard]] cudaError_t add_partials(float* x, const float* first, const float* rest, uint32_t rest_count,
+                                       uint64_t n, const float* bias, uint32_t width, cudaStream_t stream);
+
 // A KV cache on the device, for one layer of one shard: `batch` sequences x `heads` heads x
 // `capacity` positions x head_dim, keys and values, in the precision of the ops (`kind`): fp32,
 // bf16 (rounded to nearest even at append), or int8 with a scale per position (each position's

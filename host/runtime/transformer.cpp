@@ -244,15 +244,24 @@ void Pipeline::make_programs() {
   std::vector<std::unique_ptr<StageProgram>> made(stages_.size());
   for (size_t s = 0; s < stages_.size() && !profile_ops; ++s) {
     const auto& shards = stages_[s].shards;
-    const bool last = s + 1 == stages_.size();
-    // One device with all of each layer (and of the vocabulary), whose stage no other rank shares.
-    if (shards.size() != 1 || !local(shards[0]) || !whole_[s] || groups_[s] >= 0 ||
-        (last && (shards[0].vocab_begin != 0 || shards[0].vocab != model_.cfg.vocab)))
+    // Every shard in this process (no other rank shares the stage).
+    if (groups_[s] >= 0 || !std::all_of(shards.begin(), shards.end(), [&](const Shard& sh) { return local(sh); }))
       continue;
-    made[s] = shards[0].backend->make_stage(model_, stages_[s].first, stages_[s].last, s == 0,
-                                            last ? &vocab_[0] : nullptr);
+    const bool last = s + 1 == stages_.size();
+    StageSpec spec{.model = &model_, .first = stages_[s].first, .last = stages_[s].last, .embed = s == 0, .parts = {}};
+    for (size_t i = 0; i < shards.size(); ++i) {
+      StageSpec::Part& part = spec.parts.emplace_back();
+      part.backend = shards[i].backend;
+      part.heads = shards[i].heads;
+      for (const auto& layer : slices_[s]) part.layers.push_back(layer[i]);
+      if (last) part.vocab = &vocab_[i], part.vocab_begin = shards[i].vocab_begin;
+    }
+    made[s] = shards[0].backend->make_stage(spec);
   }
+  std::vector<bool> fed(stages_.size(), false);
+  for (size_t s = 1; s < stages_.size(); ++s) fed[s] = made[s - 1] && made[s] && made[s - 1]->feed(*made[s]);
   programs_ = std::move(made);  // only once every one is made: a failure leaves none
+  fed_ = std::move(fed);
 }
 
 std::vector<std::string> Pipeline::notes() const {
@@ -590,24 +599,32 @@ void Pipeline::run_stage(size_t stage, Microbatch& m, std::vector<OpRecord>& log
 }
 
 void Pipeline::run_program(size_t stage, Microbatch& m, std::vector<OpRecord>& log) {
-  MatmulBackend& b = *stages_[stage].shards[0].backend;
+  const auto& shards = stages_[stage].shards;
   const bool first = stage == 0, last = stage + 1 == stages_.size();
-  std::vector<float> x_out(last ? 0 : uint64_t{m.batch} * m.seq * model_.cfg.width);
+  const bool from_device = fed_[stage], to_device = !last && fed_[stage + 1];
+  std::vector<float> x_out(last || to_device ? 0 : uint64_t{m.batch} * m.seq * model_.cfg.width);
   if (on_layer) on_layer(stage, stages_[stage].first, m.index);
   std::unique_lock alone(timing_);  // timed by the wall clock
-  const MatmulStats before = b.stats();
+  std::vector<MatmulStats> before;
+  for (const Shard& sh : shards) {
+    before.push_back(sh.backend->stats());
+    sh.backend->take_phases();  // what came before (weights uploaded at start) is not this step's
+  }
   const auto start = Clock::now();
-  b.take_phases();  // what came before (weights uploaded at start) is not this step's
-  programs_[stage]->step(m.index, first ? m.tokens : nullptr, first ? nullptr : m.x.data(), m.seq, m.past,
-                         m.last_only, last ? m.logits : x_out.data());
-  OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = m.index, .device = b.name(), .lane = {},
-               .op = "stage", .start = std::chrono::duration<double>(start - epoch_).count(), .seconds = since(start),
-               .cpu_seconds = 0, .cost = b.stats() - before, .phases = {}, .rank = comm_ ? comm_->rank() : 0,
-               .step = steps_};
-  for (const Phase& ph : b.take_phases())
-    rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
-  log.push_back(std::move(rec));
-  if (!last) m.x = std::move(x_out);
+  programs_[stage]->step(m.index, first ? m.tokens : nullptr, first || from_device ? nullptr : m.x.data(), m.seq,
+                         m.past, m.last_only, last ? m.logits : to_device ? nullptr : x_out.data());
+  const double seconds = since(start);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    MatmulBackend& b = *shards[i].backend;
+    OpRecord rec{.stage = static_cast<int>(stage), .layer = -1, .microbatch = m.index, .device = b.name(),
+                 .lane = {}, .op = "stage", .start = std::chrono::duration<double>(start - epoch_).count(),
+                 .seconds = seconds, .cpu_seconds = 0, .cost = b.stats() - before[i], .phases = {},
+                 .rank = comm_ ? comm_->rank() : 0, .step = steps_};
+    for (const Phase& ph : b.take_phases())
+      rec.phases.push_back({ph.track, ph.name, std::chrono::duration<double>(ph.start - epoch_).count(), ph.seconds});
+    log.push_back(std::move(rec));
+  }
+  if (!last) m.x = std::move(x_out);  // empty where the next stage was fed on its devices
 }
 
 std::vector<float> forward(const Gpt2Model& model, std::span<const int32_t> tokens, uint32_t batch, uint32_t seq,

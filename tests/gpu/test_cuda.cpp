@@ -1,9 +1,9 @@
 // The CUDA backend on a real GPU, in each precision: its GEMMs against host references of the same
 // numerics (int8 bit for bit), its kernels against the host's ops, at small odd sizes and at
 // GPT-2-small's (attention over 300 and 1024 tokens with 12 heads of 64; LayerNorm over 768
-// columns; the linear layers for 1, 16 and 128 tokens), a stage sharded over two backends on the
-// same GPU, each on a thread of its own, and whole forward passes against fp32 on the CPU and, for
-// int8, against the accelerator. Exits 77 (ctest: skipped) with the reason when there is no usable
+// columns; the linear layers for 1, 16 and 128 tokens), resident stages (one against op by op, two
+// feeding each other GPU to GPU, one sharded over two backends on the same GPU, resident and op by
+// op), and whole forward passes against fp32 on the CPU and, for int8, against the accelerator. Exits 77 (ctest: skipped) with the reason when there is no usable
 // GPU, or 1 where TESSERA_REQUIRE_GPU is set (and not 0); it never passes by doing nothing.
 //
 // Targets against the fp32 CPU reference: fp32 within 1e-4 relative L2; bf16 and int8 a cosine of
@@ -316,46 +316,57 @@ int main() {
                               small_batch, small_seq, run, n.top1_agreement));
     }
 
+    // Generation through a pipeline: a prefill of 16 tokens and 24 decode steps in two microbatches,
+    // every step's logits side by side, the ops of its records and its notes.
+    const uint32_t gen_batch = 4, prompt = 16, steps = 24;
+    struct Generated {
+      std::vector<float> logits;
+      std::vector<std::string> ops, notes;
+    };
+    auto generate = [&](std::vector<StageShards> stages, bool per_op) {
+      Generated g;
+      Pipeline pipe(small, std::move(stages));
+      pipe.profile_ops = per_op;
+      pipe.start(gen_batch, prompt + steps, 2);
+      g.logits = pipe.step(std::vector<int32_t>(small_tokens.begin(), small_tokens.begin() + gen_batch * prompt), prompt,
+                           true);
+      for (uint32_t i = 0; i < steps; ++i) {
+        std::vector<int32_t> next(gen_batch);
+        for (uint32_t b = 0; b < gen_batch; ++b) next[b] = int32_t((i * 97 + b * 13 + 5) % small_cfg.vocab);
+        const std::vector<float> l = pipe.step(next, 1, true);
+        g.logits.insert(g.logits.end(), l.begin(), l.end());
+      }
+      for (const OpRecord& r : pipe.log()) g.ops.push_back(r.op);
+      g.notes = pipe.notes();
+      return g;
+    };
+    auto only_stages = [](const Generated& g) {
+      return !g.ops.empty() && std::all_of(g.ops.begin(), g.ops.end(), [](const std::string& op) { return op == "stage"; });
+    };
+    auto whole_on = [&](MatmulBackend* b, uint32_t first, uint32_t last) {
+      Shard sh{b, 0, small_cfg.heads, 0, 4 * small_cfg.width, 0, small_cfg.vocab};
+      sh.gpu = 0;
+      return StageShards{first, last, {sh}};
+    };
+
     // The same model as one resident stage (the default: weights, activations and KV caches on the
     // GPU, decode in a CUDA graph per microbatch from its second step) and op by op (profile_ops):
-    // a prefill of 16 tokens and 24 decode steps in two microbatches. The same kernels in the same
-    // order: every step's logits the same bits.
+    // the same kernels in the same order, so every step's logits are the same bits.
+    const Generated resident = generate({whole_on(gpu.get(), 0, small_cfg.layers - 1)}, false);
     {
-      const uint32_t batch = 4, prompt = 16, steps = 24;
-      auto generate = [&](bool per_op, std::vector<std::string>& ops, std::vector<std::string>& notes) {
-        Shard whole{gpu.get(), 0, small_cfg.heads, 0, 4 * small_cfg.width, 0, small_cfg.vocab};
-        whole.gpu = 0;
-        Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {whole}}});
-        pipe.profile_ops = per_op;
-        pipe.start(batch, prompt + steps, 2);
-        std::vector<float> all = pipe.step(std::vector<int32_t>(small_tokens.begin(), small_tokens.begin() + batch * prompt),
-                                           prompt, true);
-        for (uint32_t i = 0; i < steps; ++i) {
-          std::vector<int32_t> next(batch);
-          for (uint32_t b = 0; b < batch; ++b) next[b] = int32_t((i * 97 + b * 13 + 5) % small_cfg.vocab);
-          const std::vector<float> l = pipe.step(next, 1, true);
-          all.insert(all.end(), l.begin(), l.end());
-        }
-        for (const OpRecord& r : pipe.log()) ops.push_back(r.op);
-        notes = pipe.notes();
-        return all;
-      };
-      std::vector<std::string> resident_ops, per_op_ops, notes, per_op_notes;
-      const std::vector<float> resident = generate(false, resident_ops, notes);
-      const std::vector<float> per_op = generate(true, per_op_ops, per_op_notes);
-      expect(!resident_ops.empty() && std::all_of(resident_ops.begin(), resident_ops.end(),
-                                                  [](const std::string& op) { return op == "stage"; }) &&
-                 std::count(per_op_ops.begin(), per_op_ops.end(), "qkv") > 0,
+      const Generated per_op = generate({whole_on(gpu.get(), 0, small_cfg.layers - 1)}, true);
+      expect(only_stages(resident) && std::count(per_op.ops.begin(), per_op.ops.end(), "qkv") > 0,
              fmt::format("{}: the resident stage ran as one op a step ({} records), --profile-ops op by op ({})", tag,
-                         resident_ops.size(), per_op_ops.size()));
-      expect(notes.empty(), fmt::format("{}: decode ran in CUDA graphs{}", tag, notes.empty() ? "" : ": " + notes[0]));
-      expect(all_finite(resident) && differing(resident, per_op) == 0,
+                         resident.ops.size(), per_op.ops.size()));
+      expect(resident.notes.empty(),
+             fmt::format("{}: decode ran in CUDA graphs{}", tag, resident.notes.empty() ? "" : ": " + resident.notes[0]));
+      expect(all_finite(resident.logits) && differing(resident.logits, per_op.logits) == 0,
              fmt::format("{}: resident stage against op by op, prefill and {} decode steps: {} of {} logits differ "
                          "(relative L2 {:.3g})",
-                         tag, steps, differing(resident, per_op), per_op.size(), rel_l2(resident, per_op)));
+                         tag, steps, differing(resident.logits, per_op.logits), per_op.logits.size(),
+                         rel_l2(resident.logits, per_op.logits)));
       // A KV cache that cannot fit: bad input, before anything runs, naming the device and the shortfall.
-      Shard whole{gpu.get(), 0, small_cfg.heads, 0, 4 * small_cfg.width, 0, small_cfg.vocab};
-      Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {whole}}});
+      Pipeline pipe(small, {whole_on(gpu.get(), 0, small_cfg.layers - 1)});
       try {
         pipe.start(1u << 20, small_cfg.positions);
         expect(false, tag + ": a KV cache of a million sequences was refused");
@@ -366,31 +377,57 @@ int main() {
       }
     }
 
-    // One stage sharded over two backends on GPU 0, each on a thread of its own (the pipeline runs
-    // a stage's shards in parallel), unevenly: 5 and 7 heads, 1196 and 1876 MLP columns and 1700 and
-    // 2396 vocabulary rows, none of them multiples of 16, so that resident weights get padded.
+    // Two backends on GPU 0 (standing in for two GPUs: the code is the same, the copies stay on one).
+    std::string why_a, why_b;
+    auto a = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#a", why_a);
+    auto b = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#b", why_b);
+    if (!a || !b) {
+      expect(false, fmt::format("{}: two cuda backends on GPU 0: {}{}", tag, why_a, why_b));
+      continue;
+    }
+
+    // Two resident stages, a layer each: the first leaves the residual stream in the second's memory
+    // on the GPU. The same kernels as one stage: the same bits.
     {
-      std::string why_a, why_b;
-      auto a = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#a", why_a);
-      auto b = make_cuda_backend(0, p, "cuda:0?precision=" + tag + "#b", why_b);
-      if (!a || !b) {
-        expect(false, fmt::format("{}: two cuda backends on GPU 0: {}{}", tag, why_a, why_b));
-      } else {
-        Shard sa{a.get(), 0, 5, 0, 1196, 0, 1700};
-        Shard sb{b.get(), 5, 7, 1196, 1876, 1700, 2396};
-        sa.gpu = sb.gpu = 0;
+      const Generated fed = generate({whole_on(a.get(), 0, 0), whole_on(b.get(), 1, small_cfg.layers - 1)}, false);
+      expect(only_stages(fed) && fed.notes.empty() && differing(fed.logits, resident.logits) == 0,
+             fmt::format("{}: two resident stages, GPU to GPU, against one: {} of {} logits differ{}", tag,
+                         differing(fed.logits, resident.logits), resident.logits.size(),
+                         fed.notes.empty() ? "" : " (" + fed.notes[0] + ")"));
+    }
+
+    // One stage sharded over the two backends, unevenly: 5 and 7 heads, 1196 and 1876 MLP columns
+    // and 1700 and 2396 vocabulary rows, none of them multiples of 16, so that resident weights get
+    // padded. Resident: the partial sums go to the first shard, which adds them in shard order, and
+    // back; op by op (profile_ops), each shard on a thread of its own and the sums on the host.
+    {
+      Shard sa{a.get(), 0, 5, 0, 1196, 0, 1700};
+      Shard sb{b.get(), 5, 7, 1196, 1876, 1700, 2396};
+      sa.gpu = sb.gpu = 0;
+      for (bool per_op : {true, false}) {
+        const std::string how = per_op ? "op by op" : "resident";
         std::vector<float> got;
         {
           Pipeline pipe(small, {StageShards{0, small_cfg.layers - 1, {sa, sb}}});
+          pipe.profile_ops = per_op;
           got = pipe.forward(small_tokens, small_batch, small_seq, 2);
         }
         const Numerics n = compare_logits(got, small_fp32, small_cfg.vocab);
         against_cpu(p, got, small_fp32,
-                    fmt::format("{}: 2 layers of GPT-2 small sharded over two backends on GPU 0 (top-1 {:.3f})", tag,
-                                n.top1_agreement));
-        expect(a->stats().gemms > 0 && b->stats().gemms > 0,
-               fmt::format("{}: both shards ran on the GPU ({} and {} GEMMs)", tag, a->stats().gemms, b->stats().gemms));
+                    fmt::format("{}: 2 layers of GPT-2 small sharded over two backends on GPU 0, {} (top-1 {:.3f})",
+                                tag, how, n.top1_agreement));
       }
+      expect(a->stats().gemms > 0 && b->stats().gemms > 0,
+             fmt::format("{}: both shards ran on the GPU ({} and {} GEMMs)", tag, a->stats().gemms, b->stats().gemms));
+      const Generated sharded = generate({StageShards{0, small_cfg.layers - 1, {sa, sb}}}, false);
+      expect(only_stages(sharded) && sharded.notes.empty(),
+             fmt::format("{}: the sharded stage ran resident, a record a shard and step ({}), decode in CUDA graphs{}",
+                         tag, sharded.ops.size(), sharded.notes.empty() ? "" : ": " + sharded.notes[0]));
+      // The partial sums add in another order than one GEMM's: close, not the same bits.
+      const Numerics vs = distance(sharded.logits, resident.logits);
+      expect(all_finite(sharded.logits) && (p == GpuPrecision::kFp32 ? vs.rel_l2 <= 1e-4 : vs.cosine >= 0.995),
+             fmt::format("{}: sharded resident generation against the whole stage's: relative L2 {:.3g}, cosine {:.7f}",
+                         tag, vs.rel_l2, vs.cosine));
     }
   }
   std::cout << failures << " failed" << std::endl;

@@ -198,68 +198,102 @@ TEST_CASE("perplexity: sliding windows score every token once with the context t
 
 namespace {
 
-// A backend that runs whole stages as programs (StageProgram) on the host, with the ops the
-// pipeline runs op by op for the CPU in the same order, as the cuda backend runs them on the GPU:
-// the pipeline's logits must be the same bits either way.
+// A backend that runs stages as programs (StageProgram) on the host, whole or sharded over several
+// such backends, with the ops the pipeline runs op by op for the CPU in the same order, as the
+// cuda backend runs them on its GPUs: the pipeline's logits must be the same bits either way. Two
+// of its stages side by side hand the residual stream over in memory of their own (feed()), as two
+// GPU stages do device to device.
 class HostStage final : public StageProgram {
  public:
-  HostStage(const Gpt2Model& m, uint32_t first, uint32_t last, bool embed, const Linear* vocab, int* steps)
-      : m_(m), first_(first), last_(last), embed_(embed), vocab_(vocab), steps_(steps) {}
+  HostStage(const StageSpec& spec, int* steps) : spec_(spec), m_(*spec.model), steps_(steps) {}
   void start(const std::vector<uint32_t>& batch_of, uint32_t capacity) override {
     end();
     batch_of_ = batch_of;
     for (uint32_t n : batch_of) {
       caches_.emplace_back();
-      for (uint32_t l = first_; l <= last_; ++l)
-        caches_.back().push_back(cpu_.make_kv_cache(n, m_.cfg.heads, m_.cfg.head_dim(), capacity));
+      inbox_.emplace_back(uint64_t{n} * capacity * m_.cfg.width);
+      for (uint32_t l = spec_.first; l <= spec_.last; ++l)
+        for (const StageSpec::Part& part : spec_.parts)
+          caches_.back().push_back(cpu_.make_kv_cache(n, part.heads, m_.cfg.head_dim(), capacity));
     }
   }
-  void end() override { caches_.clear(); }
+  void end() override { caches_.clear(), inbox_.clear(); }
   uint64_t kv_cache_bytes() const override { return 0; }
+  bool feed(StageProgram& next) override {
+    auto* to = dynamic_cast<HostStage*>(&next);
+    if (!to || spec_.parts[0].vocab || to->spec_.embed) return false;
+    next_ = to;
+    return true;
+  }
   void step(uint32_t j, const int32_t* tokens, const float* x_in, uint32_t T, uint32_t past, bool last_only,
             float* out) override {
     ++*steps_;
-    const uint32_t E = m_.cfg.width, B = batch_of_.at(j), rows = B * T;
-    std::vector<float> x(uint64_t{rows} * E), h(x.size()), y(x.size()), att(x.size()), qkv(x.size() * 3),
-        up(x.size() * 4);
+    const uint32_t E = m_.cfg.width, V = m_.cfg.vocab, B = batch_of_.at(j), rows = B * T;
+    const size_t P = spec_.parts.size();
+    if (!spec_.embed && !x_in) x_in = inbox_.at(j).data(), ++fed_steps;
+    std::vector<float> x(uint64_t{rows} * E), h(x.size()), sum(x.size());
     for (uint32_t r = 0; r < rows; ++r)
       for (uint32_t c = 0; c < E; ++c)
-        x[uint64_t{r} * E + c] = embed_ ? m_.wte[uint64_t(tokens[r]) * E + c] + m_.wpe[(past + r % T) * E + c]
-                                        : x_in[uint64_t{r} * E + c];
-    auto add = [&] {
-      for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+        x[uint64_t{r} * E + c] = spec_.embed ? m_.wte[uint64_t(tokens[r]) * E + c] + m_.wpe[(past + r % T) * E + c]
+                                             : x_in[uint64_t{r} * E + c];
+    // x += the parts' partial sums in part order, then (sharded) the model's bias.
+    auto add = [&](std::vector<std::vector<float>>& part, const Linear& full) {
+      sum = part[0];
+      for (size_t i = 1; i < P; ++i)
+        for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[i][k];
+      for (size_t k = 0; k < x.size(); ++k) x[k] += sum[k];
+      for (size_t k = 0; k < x.size() && P > 1; ++k) x[k] += full.b[k % E];
     };
+    std::vector<std::vector<float>> part(P, std::vector<float>(x.size()));
     double unused = 0;
-    for (uint32_t l = first_; l <= last_; ++l) {
+    for (uint32_t l = spec_.first; l <= spec_.last; ++l) {
       const Gpt2Block& b = m_.blocks[l];
       layer_norm(x.data(), h.data(), rows, E, b.ln_1, m_.cfg.eps);
-      cpu_.linear(h.data(), rows, b.c_attn, qkv.data());
-      attention_with_host_softmax(cpu_, qkv.data(), att.data(), T, *caches_[j][l - first_], &unused);
-      cpu_.linear(att.data(), rows, b.attn_proj, y.data());
-      add();
+      for (size_t i = 0; i < P; ++i) {
+        const StageSpec::Weights& w = spec_.parts[i].layers[l - spec_.first];
+        std::vector<float> qkv(uint64_t{rows} * w.qkv->out), att(uint64_t{rows} * w.attn_proj->in);
+        cpu_.linear(h.data(), rows, *w.qkv, qkv.data());
+        attention_with_host_softmax(cpu_, qkv.data(), att.data(), T, *caches_[j][(l - spec_.first) * P + i], &unused);
+        cpu_.linear(att.data(), rows, *w.attn_proj, part[i].data());
+      }
+      add(part, b.attn_proj);
       layer_norm(x.data(), h.data(), rows, E, b.ln_2, m_.cfg.eps);
-      cpu_.linear(h.data(), rows, b.c_fc, up.data());
-      gelu_tanh(up.data(), up.size());
-      cpu_.linear(up.data(), rows, b.mlp_proj, y.data());
-      add();
+      for (size_t i = 0; i < P; ++i) {
+        const StageSpec::Weights& w = spec_.parts[i].layers[l - spec_.first];
+        std::vector<float> up(uint64_t{rows} * w.mlp_up->out);
+        cpu_.linear(h.data(), rows, *w.mlp_up, up.data());
+        gelu_tanh(up.data(), up.size());
+        cpu_.linear(up.data(), rows, *w.mlp_down, part[i].data());
+      }
+      add(part, b.mlp_proj);
     }
-    if (!vocab_) return (void)std::copy(x.begin(), x.end(), out);
+    if (!spec_.parts[0].vocab) {
+      if (!out) return (void)std::copy(x.begin(), x.end(), next_->inbox_.at(j).begin());
+      return (void)std::copy(x.begin(), x.end(), out);
+    }
     layer_norm(x.data(), h.data(), rows, E, m_.ln_f, m_.cfg.eps);
     std::vector<float> last;
     for (uint32_t s = 0; s < B && last_only; ++s)
       last.insert(last.end(), h.begin() + (uint64_t{s} * T + T - 1) * E, h.begin() + (uint64_t{s} * T + T) * E);
-    cpu_.linear(last_only ? last.data() : h.data(), last_only ? B : rows, *vocab_, out);
+    const uint32_t rows_out = last_only ? B : rows;
+    for (const StageSpec::Part& p : spec_.parts) {
+      std::vector<float> cols(uint64_t{rows_out} * p.vocab->out);
+      cpu_.linear(last_only ? last.data() : h.data(), rows_out, *p.vocab, cols.data());
+      for (uint32_t r = 0; r < rows_out; ++r)
+        std::copy_n(&cols[uint64_t{r} * p.vocab->out], p.vocab->out, &out[uint64_t{r} * V + p.vocab_begin]);
+    }
   }
+  int fed_steps = 0;  // steps whose input the stage before left in inbox_
 
  private:
+  const StageSpec spec_;
   const Gpt2Model& m_;
-  const uint32_t first_, last_;
-  const bool embed_;
-  const Linear* vocab_;
   int* steps_;
   CpuBackend cpu_;
   std::vector<uint32_t> batch_of_;
-  std::vector<std::vector<std::unique_ptr<KvCache>>> caches_;
+  std::vector<std::vector<std::unique_ptr<KvCache>>> caches_;  // [microbatch][layer * parts + part]
+  std::vector<std::vector<float>> inbox_;                       // [microbatch]
+  HostStage* next_ = nullptr;
 };
 
 class StageBackend final : public MatmulBackend {
@@ -271,13 +305,17 @@ class StageBackend final : public MatmulBackend {
     cpu_.matmul(a, b, c, m, n, k, t);
   }
   void linear(const float* x, uint32_t m, const Linear& w, float* y) override { cpu_.linear(x, m, w, y); }
-  std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
-                                           const Linear* vocab) override {
+  std::unique_ptr<StageProgram> make_stage(const StageSpec& spec) override {
     ++made;
     if (!fits_) throw std::invalid_argument("the weights need 1.0 MiB on stages, which has 0.0 MiB free (1.0 MiB short)");
-    return std::make_unique<HostStage>(model, first, last, embed, vocab, &steps);
+    for (const StageSpec::Part& p : spec.parts)
+      if (!dynamic_cast<StageBackend*>(p.backend)) return nullptr;
+    auto program = std::make_unique<HostStage>(spec, &steps);
+    stage = program.get();
+    return program;
   }
   int made = 0, steps = 0;
+  HostStage* stage = nullptr;  // the last one made
 
  private:
   bool fits_;
@@ -327,15 +365,45 @@ TEST_CASE("a stage that a device runs as a program gives the op-by-op logits", "
     CHECK(second.made == 1);
     CHECK(count_ops(p, "stage") == static_cast<size_t>(second.steps));
   }
-  SECTION("a stage sharded over two devices runs op by op") {
+  SECTION("a stage sharded over two devices runs as one program, its partial sums added in shard order") {
     StageBackend a, b;
+    CpuBackend ca, cb;
+    const uint32_t H = m.cfg.heads, F = 4 * m.cfg.width;
+    auto sharded = [&](MatmulBackend& x, MatmulBackend& y) {
+      return StageShards{0, L - 1, {Shard{&x, 0, H / 2, 0, F / 2 + 3, 0, V / 2},
+                                    Shard{&y, H / 2, H - H / 2, F / 2 + 3, F - F / 2 - 3, V / 2, V - V / 2}}};
+    };
+    Pipeline op_by_op(m, {sharded(ca, cb)});
+    const auto want_sharded = prefill_then_decode(op_by_op, tokens, batch, seq, prompt, 2, V);
+    CHECK(compare_logits(want_sharded, want, V).rel_l2 < 1e-5);
+    Pipeline p(m, {sharded(a, b)});
+    CHECK(prefill_then_decode(p, tokens, batch, seq, prompt, 2, V) == want_sharded);
+    CHECK(a.made == 1);
+    CHECK(b.made == 0);  // asked of the first shard's backend
+    // A record a device and step: both devices' rows in the report.
+    CHECK(count_ops(p, "stage") == 2 * static_cast<size_t>(a.steps));
+    CHECK(count_ops(p, "qkv") == 0);
+  }
+  SECTION("a stage sharded with a device that runs op by op runs op by op") {
+    StageBackend a;
+    CpuBackend cb;
     const uint32_t H = m.cfg.heads, F = 4 * m.cfg.width;
     Pipeline p(m, {StageShards{0, L - 1, {Shard{&a, 0, H / 2, 0, F / 2, 0, V / 2},
-                                           Shard{&b, H / 2, H - H / 2, F / 2, F - F / 2, V / 2, V - V / 2}}}});
+                                           Shard{&cb, H / 2, H - H / 2, F / 2, F - F / 2, V / 2, V - V / 2}}}});
     const auto got = prefill_then_decode(p, tokens, batch, seq, prompt, 2, V);
     CHECK(compare_logits(got, want, V).rel_l2 < 1e-5);
-    CHECK(a.made + b.made == 0);
+    CHECK(a.made == 1);
     CHECK(count_ops(p, "stage") == 0);
+  }
+  SECTION("two program stages side by side: the first feeds the second on the devices") {
+    StageBackend first, second;
+    Pipeline p(m, {StageShards{0, 0, {Shard{&first, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}},
+                   StageShards{1, L - 1, {Shard{&second, 0, m.cfg.heads, 0, 4 * m.cfg.width, 0, V}}}});
+    CHECK(prefill_then_decode(p, tokens, batch, seq, prompt, 2, V) == want);
+    REQUIRE(second.stage);
+    CHECK(second.stage->fed_steps == second.steps);
+    CHECK(second.steps == first.steps);
+    CHECK(count_ops(p, "stage") == static_cast<size_t>(first.steps + second.steps));
   }
   SECTION("weights that do not fit: every start says so, none falls back to op by op") {
     StageBackend dev(false);

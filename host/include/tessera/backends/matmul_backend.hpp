@@ -44,10 +44,35 @@ struct Phase {
   double seconds = 0;
 };
 
-// A stage that runs on its device from its input to its output (the cuda backend's resident stage):
-// its weights uploaded when it is made, its activations, workspaces and KV caches on the device,
-// each step one upload (token ids or the residual stream) and one download (the residual stream,
-// or the logits).
+class MatmulBackend;
+
+// What a stage program runs: layers [first, last] of `model`, held whole by one device or sharded
+// Megatron-style over several (the parts, in shard order), with the embedding first where `embed`
+// and the final LayerNorm and the logits where the parts have rows of the vocabulary.
+struct StageSpec {
+  struct Weights {  // one part's tensors of one layer: the model's own where it holds them all
+    const Linear *qkv = nullptr, *attn_proj = nullptr, *mlp_up = nullptr, *mlp_down = nullptr;
+  };
+  struct Part {
+    MatmulBackend* backend = nullptr;
+    uint32_t heads = 0;              // how many of the model's heads it holds
+    std::vector<Weights> layers;     // [layer - first]
+    const Linear* vocab = nullptr;   // the last stage: its rows of the tied output projection, as [width, rows]
+    uint32_t vocab_begin = 0;        // where they go in a row of the logits
+  };
+  const Gpt2Model* model = nullptr;
+  uint32_t first = 0, last = 0;
+  bool embed = false;
+  // One part: the projections' biases are in its weights. Several: each part's row-parallel
+  // projections give partial sums, added in part order, then the model's biases, as the pipeline
+  // adds them op by op.
+  std::vector<Part> parts;
+};
+
+// A stage that runs on its devices from its input to its output (the cuda backend's resident
+// stage): its weights uploaded when it is made, its activations, workspaces and KV caches on the
+// devices, each step one upload (token ids or the residual stream) and one download (the residual
+// stream, or the logits); or none, where the stage before feeds it or it feeds the next (feed()).
 class StageProgram {
  public:
   virtual ~StageProgram() = default;
@@ -63,6 +88,13 @@ class StageProgram {
                     bool last_only, float* out) = 0;
   // What a reader of the report should know of how it ran (decode without CUDA graphs, and why).
   virtual std::vector<std::string> notes() const { return {}; }
+  // Whether this program writes its output (the residual stream) into `next`'s input device to
+  // device, with no copy through the host. Where it does (true), from then on its step() is called
+  // with out = nullptr and next's with x = nullptr. Called before start(), once.
+  virtual bool feed(StageProgram& next) {
+    (void)next;
+    return false;
+  }
 };
 
 // Where the forward pass runs its matrix products.
@@ -88,13 +120,12 @@ class MatmulBackend {
   // MLP's GELU, and LayerNorm when it holds a whole stage (the cuda backend's kernels). Where it
   // does not, the host runs them and the report shows them as host ops.
   virtual bool runs_other_ops() const { return false; }
-  // Layers [first, last] of `model` as one program on this device (embedding first where `embed`,
-  // the final LayerNorm and the logits with `vocab` ([width, vocab]) where given), for backends that
-  // run whole stages; nullptr for the others, which run op by op. Throws std::invalid_argument where
-  // the weights do not fit.
-  virtual std::unique_ptr<StageProgram> make_stage(const Gpt2Model& model, uint32_t first, uint32_t last, bool embed,
-                                                   const Linear* vocab) {
-    (void)model, (void)first, (void)last, (void)embed, (void)vocab;
+  // The stage `spec` as one program on its parts' devices, asked of the first part's backend, for
+  // backends that run whole stages (nullptr for the others, or where a part's backend is not of
+  // its kind: the stage then runs op by op). Throws std::invalid_argument where the weights do not
+  // fit.
+  virtual std::unique_ptr<StageProgram> make_stage(const StageSpec& spec) {
+    (void)spec;
     return nullptr;
   }
   // Whether the report times its ops by the wall clock (the CPU, a GPU that is there) rather than

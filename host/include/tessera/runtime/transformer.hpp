@@ -97,9 +97,10 @@ class Pipeline {
   void end();                                        // frees the caches
 
   const std::vector<OpRecord>& log() const { return log_; }
-  // A stage held whole by one device that can run it as a program (StageProgram: the cuda
-  // backend) runs so, its record op "stage"; with profile_ops, set before start(), it runs op by
-  // op instead, for the per-op table.
+  // A stage whose shards all run in this process on devices that can run it as a program
+  // (StageProgram: the cuda backend, one GPU or several) runs so, a record "stage" per device and
+  // step, and two such stages next to each other hand the residual stream over device to device;
+  // with profile_ops, set before start(), every stage runs op by op instead, for the per-op table.
   bool profile_ops = false;
   // What the stage programs have to say of how they ran (StageProgram::notes), with their device.
   std::vector<std::string> notes() const;
@@ -107,9 +108,7 @@ class Pipeline {
   std::function<void(size_t stage, uint32_t layer, uint32_t microbatch)> on_layer;
 
  private:
-  struct Slices {  // one shard's weights for one layer: the model's own tensors when it has them all
-    const Linear *qkv, *attn_proj, *mlp_up, *mlp_down;
-  };
+  using Slices = StageSpec::Weights;  // one shard's weights for one layer
   struct Microbatch {
     uint32_t index = 0, batch = 0, seq = 0;  // seq: the tokens of each sequence in this step
     uint32_t past = 0;                       // positions before them
@@ -152,6 +151,7 @@ class Pipeline {
   uint32_t position_ = 0, capacity_ = 0, steps_ = 0;  // steps_: step() calls since start()
   std::map<CacheKey, std::unique_ptr<KvCache>> caches_;
   std::vector<std::unique_ptr<StageProgram>> programs_;  // [stage]: where it runs as one (made at start)
+  std::vector<bool> fed_;  // [stage]: its program's input comes device to device from the stage before
   void make_programs();  // at the first start(): the stages that run as programs
   void run_program(size_t stage, Microbatch& m, std::vector<OpRecord>& log);
   // [stage][shard]: a thread per local shard, kept for the pipeline's life, where a stage has several
