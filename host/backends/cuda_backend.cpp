@@ -130,23 +130,26 @@ class GpuKvCache final : public KvCache {
   GpuKvCache(GpuPrecision p, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity)
       : KvCache(batch, heads, head_dim, capacity, false), precision_(p),
         k_(values() * operand_bytes(p)), v_(values() * operand_bytes(p)),
-        k_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0), v_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0) {}
-  // What one takes: the values in the precision, and int8's scales.
+        k_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0), v_scale_(p == GpuPrecision::kInt8 ? positions() * 4 : 0),
+        split_(cuda::split_scratch_bytes(batch, heads, head_dim, capacity)) {}
+  // What one takes: the values in the precision, int8's scales, and a long cache's scratch for
+  // decode split over its positions.
   static uint64_t bytes_for(GpuPrecision p, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) {
     const uint64_t positions = uint64_t{batch} * heads * capacity;
-    return 2 * (positions * head_dim * operand_bytes(p) + (p == GpuPrecision::kInt8 ? positions * 4 : 0));
+    return 2 * (positions * head_dim * operand_bytes(p) + (p == GpuPrecision::kInt8 ? positions * 4 : 0)) +
+           cuda::split_scratch_bytes(batch, heads, head_dim, capacity);
   }
   uint64_t bytes() const override { return bytes_for(precision_, batch, heads, head_dim, capacity); }
   cuda::KvView view() const {
     return {kv_kind(precision_), k_.as<void>(), v_.as<void>(), k_scale_.as<float>(), v_scale_.as<float>(), batch,
-            heads, head_dim, capacity};
+            heads, head_dim, capacity, cuda::split_scratch_at(split_.as<void>(), batch, heads, head_dim, capacity)};
   }
 
  private:
   uint64_t positions() const { return uint64_t{batch} * heads * capacity; }
   uint64_t values() const { return positions() * head_dim; }
   GpuPrecision precision_;
-  DeviceBuffer k_, v_, k_scale_, v_scale_;
+  DeviceBuffer k_, v_, k_scale_, v_scale_, split_;
 };
 
 // CUDA, cuBLAS and cuBLASLt handles that destroy themselves.

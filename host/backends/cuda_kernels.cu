@@ -182,6 +182,89 @@ __global__ void kv_append_kernel(const float* qkv, uint32_t tokens, uint32_t pas
   }
 }
 
+// The query of one token and head into q (and q8), in the precision of the products, by the whole
+// block; returns int8's scale (1 for the others). Starts and ends with a barrier.
+__device__ float load_query(const float* src, const KvView& c, float* q, int8_t* q8) {
+  __syncthreads();  // the previous item's reads of q are done
+  for (uint32_t d = threadIdx.x; d < c.head_dim; d += blockDim.x)
+    q[d] = c.kind == KvKind::kBf16 ? round_bf16(src[d]) : src[d];
+  const float q_scale = c.kind == KvKind::kInt8 ? block_quantize(q, c.head_dim, q8) : 1.0f;
+  __syncthreads();
+  return q_scale;
+}
+
+// The scaled score of the query against the key in the cache's row `row`.
+__device__ float score_at(const KvView& c, uint64_t row, const float* q, const int8_t* q8, float q_scale, float scale) {
+  const uint32_t D = c.head_dim;
+  float score = 0;
+  if (c.kind == KvKind::kFp32) {
+    const float* k = static_cast<const float*>(c.k) + row * D;
+    for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], k[d], score);
+  } else if (c.kind == KvKind::kBf16) {
+    const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(c.k) + row * D;
+    for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], __bfloat162float(k[d]), score);
+  } else {
+    const int8_t* k = static_cast<const int8_t*>(c.k) + row * D;
+    int32_t acc = 0;
+    for (uint32_t d = 0; d < D; ++d) acc += int32_t{q8[d]} * int32_t{k[d]};
+    score = __fmul_rn(__fmul_rn(static_cast<float>(acc), c.k_scale[row]), q_scale);
+  }
+  return __fmul_rn(score, scale);
+}
+
+// The softmax of scores[0, L) of sequence s and head h, in place, by the whole block, each thread
+// on the positions l = threadIdx.x + k * blockDim.x (those it wrote, where it wrote them): the
+// scores less their peak, exponentiated, over their sum, as the mix takes them (bf16: rounded;
+// int8: the values' scales folded in, then quantized into p8). Returns int8's scale of p (1 for
+// the others). Ends with a barrier.
+__device__ float softmax_row(float* scores, uint32_t L, const KvView& c, uint32_t s, uint32_t h, int8_t* p8) {
+  float peak = -INFINITY;
+  for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) peak = fmaxf(peak, scores[l]);
+  peak = block_reduce(peak, Max{});
+  float sum = 0;
+  for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) sum += scores[l] = expf(scores[l] - peak);
+  sum = block_reduce(sum, Sum{});
+  for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
+    float p = __fdiv_rn(scores[l], sum);
+    if (c.kind == KvKind::kBf16) p = round_bf16(p);
+    if (c.kind == KvKind::kInt8) p = __fmul_rn(p, c.v_scale[kv_row(c, s, h, l)]);  // the values' scales folded in
+    scores[l] = p;
+  }
+  const float p_scale = c.kind == KvKind::kInt8 ? block_quantize(scores, L, p8) : 1.0f;
+  __syncthreads();
+  return p_scale;
+}
+
+// The mix of the values at positions [l0, l1) of sequence s and head h with p (int8: p8), by the
+// whole block: groups of head_dim threads (head_dim <= blockDim.x), each group over every
+// groups-th position, then the groups' sums added. Thread d < head_dim gets column d's sums (f for
+// fp32 and bf16, n for int8).
+__device__ void mix_range(const KvView& c, uint32_t s, uint32_t h, const float* p, const int8_t* p8, uint32_t l0,
+                          uint32_t l1, float& f, int32_t& n) {
+  __shared__ float partial_f[kThreads];
+  __shared__ int32_t partial_i[kThreads];
+  const uint32_t D = c.head_dim, groups = blockDim.x / D, g = threadIdx.x / D, d = threadIdx.x % D;
+  float acc_f = 0;
+  int32_t acc_i = 0;
+  if (g < groups)
+    for (uint32_t l = l0 + g; l < l1; l += groups) {
+      const uint64_t at = kv_row(c, s, h, l) * D + d;
+      if (c.kind == KvKind::kFp32)
+        acc_f = fmaf(p[l], static_cast<const float*>(c.v)[at], acc_f);
+      else if (c.kind == KvKind::kBf16)
+        acc_f = fmaf(p[l], __bfloat162float(static_cast<const __nv_bfloat16*>(c.v)[at]), acc_f);
+      else
+        acc_i += int32_t{p8[l]} * int32_t{static_cast<const int8_t*>(c.v)[at]};
+    }
+  __syncthreads();  // the partials of a previous call are read
+  partial_f[threadIdx.x] = acc_f;
+  partial_i[threadIdx.x] = acc_i;
+  __syncthreads();
+  f = 0, n = 0;
+  if (threadIdx.x < D)
+    for (uint32_t k = 0; k < groups; ++k) f += partial_f[k * D + threadIdx.x], n += partial_i[k * D + threadIdx.x];
+}
+
 // One block per (sequence, head, token): the token's query against the positions it sees, the
 // softmax, and the mix of the values. Dynamic shared memory: the scores (float[capacity]), the
 // query (float[head_dim]), and for int8 the quantized p (int8[capacity]) and q (int8[head_dim]).
@@ -192,78 +275,107 @@ __global__ void attention_kernel(const float* qkv, float* out, uint32_t tokens, 
   float* q = scores + c.capacity;
   int8_t* p8 = reinterpret_cast<int8_t*>(q + c.head_dim);
   int8_t* q8 = p8 + c.capacity;
-  __shared__ float partial_f[kThreads];
-  __shared__ int32_t partial_i[kThreads];
   const uint32_t past = past_dev ? *past_dev : past_given, D = c.head_dim, HD = c.heads * D;
   const uint64_t items = uint64_t{c.batch} * c.heads * tokens;
   for (uint64_t i = blockIdx.x; i < items; i += gridDim.x) {
     const uint32_t t = i % tokens, h = (i / tokens) % c.heads, s = static_cast<uint32_t>(i / tokens / c.heads);
     const uint32_t L = past + t + 1;  // positions this token sees
-    const float* src = qkv + (uint64_t{s} * tokens + t) * 3 * HD + uint64_t{h} * D;
-    // The query, in the precision of the products.
-    float q_scale = 1.0f;
-    __syncthreads();  // the previous item's reads of q and the scores are done
-    for (uint32_t d = threadIdx.x; d < D; d += blockDim.x) q[d] = c.kind == KvKind::kBf16 ? round_bf16(src[d]) : src[d];
-    if (c.kind == KvKind::kInt8) q_scale = block_quantize(q, D, q8);
-    __syncthreads();
-    // Scores: a thread per position.
-    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
-      const uint64_t row = kv_row(c, s, h, l);
-      float score = 0;
-      if (c.kind == KvKind::kFp32) {
-        const float* k = static_cast<const float*>(c.k) + row * D;
-        for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], k[d], score);
-      } else if (c.kind == KvKind::kBf16) {
-        const __nv_bfloat16* k = static_cast<const __nv_bfloat16*>(c.k) + row * D;
-        for (uint32_t d = 0; d < D; ++d) score = fmaf(q[d], __bfloat162float(k[d]), score);
-      } else {
-        const int8_t* k = static_cast<const int8_t*>(c.k) + row * D;
-        int32_t acc = 0;
-        for (uint32_t d = 0; d < D; ++d) acc += int32_t{q8[d]} * int32_t{k[d]};
-        score = __fmul_rn(__fmul_rn(static_cast<float>(acc), c.k_scale[row]), q_scale);
-      }
-      scores[l] = __fmul_rn(score, scale);
-    }
-    // The softmax: scaled scores less their peak, exponentiated, over their sum.
-    float peak = -INFINITY;
-    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) peak = fmaxf(peak, scores[l]);
-    peak = block_reduce(peak, Max{});
-    float sum = 0;
-    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) sum += scores[l] = expf(scores[l] - peak);
-    sum = block_reduce(sum, Sum{});
-    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
-      float p = __fdiv_rn(scores[l], sum);
-      if (c.kind == KvKind::kBf16) p = round_bf16(p);
-      if (c.kind == KvKind::kInt8) p = __fmul_rn(p, c.v_scale[kv_row(c, s, h, l)]);  // the values' scales folded in
-      scores[l] = p;
-    }
-    const float p_scale = c.kind == KvKind::kInt8 ? block_quantize(scores, L, p8) : 1.0f;
-    __syncthreads();
-    // The mix: groups of head_dim threads (head_dim <= blockDim.x), each group over every
-    // groups-th position, then the groups' sums added.
-    const uint32_t groups = blockDim.x / D, g = threadIdx.x / D, d = threadIdx.x % D;
-    float acc_f = 0;
-    int32_t acc_i = 0;
-    if (g < groups)
-      for (uint32_t l = g; l < L; l += groups) {
-        const uint64_t at = kv_row(c, s, h, l) * D + d;
-        if (c.kind == KvKind::kFp32)
-          acc_f = fmaf(scores[l], static_cast<const float*>(c.v)[at], acc_f);
-        else if (c.kind == KvKind::kBf16)
-          acc_f = fmaf(scores[l], __bfloat162float(static_cast<const __nv_bfloat16*>(c.v)[at]), acc_f);
-        else
-          acc_i += int32_t{p8[l]} * int32_t{static_cast<const int8_t*>(c.v)[at]};
-      }
-    partial_f[threadIdx.x] = acc_f;
-    partial_i[threadIdx.x] = acc_i;
-    __syncthreads();
+    const float q_scale = load_query(qkv + (uint64_t{s} * tokens + t) * 3 * HD + uint64_t{h} * D, c, q, q8);
+    for (uint32_t l = threadIdx.x; l < L; l += blockDim.x) scores[l] = score_at(c, kv_row(c, s, h, l), q, q8, q_scale, scale);
+    const float p_scale = softmax_row(scores, L, c, s, h, p8);
+    float f;
+    int32_t n;
+    mix_range(c, s, h, scores, p8, 0, L, f, n);
+    if (threadIdx.x < D)
+      out[(uint64_t{s} * tokens + t) * HD + uint64_t{h} * D + threadIdx.x] =
+          c.kind == KvKind::kInt8 ? __fmul_rn(static_cast<float>(n), p_scale) : f;
+  }
+}
+
+// Decode over a long cache, split over its positions (flash-decoding's split, with the softmax
+// between): one token of each sequence, item = sequence * heads + head, chunks of kSplitChunk
+// positions, the scratch of the cache (KvView::split). The scores and the int8 sums are those of
+// attention_kernel, bit for bit; fp32 and bf16 sums add in another order.
+__host__ __device__ uint32_t split_chunks(uint32_t capacity) { return (capacity + kSplitChunk - 1) / kSplitChunk; }
+
+// Work item i of the split kernels: its sequence s, head h, item (s * heads + h) and positions
+// [l0, l1) of the L the token sees (none where l0 >= L).
+struct SplitWork {
+  __device__ SplitWork(uint64_t i, const KvView& c, uint32_t L) {
+    const uint32_t chunks = split_chunks(c.capacity), chunk = i % chunks;
+    item = i / chunks, h = item % c.heads, s = static_cast<uint32_t>(item / c.heads);
+    l0 = chunk * kSplitChunk, l1 = min(L, l0 + kSplitChunk);
+  }
+  uint64_t item;
+  uint32_t s, h, l0, l1;
+};
+
+// The scores of each (item, chunk): a thread per position.
+__global__ void split_scores_kernel(const float* qkv, uint32_t past_given, const uint32_t* past_dev, KvView c,
+                                    float scale) {
+  __shared__ float q[kThreads];
+  __shared__ int8_t q8[kThreads];
+  const uint32_t L = (past_dev ? *past_dev : past_given) + 1, D = c.head_dim, HD = c.heads * D;
+  const uint64_t work = uint64_t{c.batch} * c.heads * split_chunks(c.capacity);
+  for (uint64_t i = blockIdx.x; i < work; i += gridDim.x) {
+    const SplitWork w(i, c, L);
+    if (w.l0 >= L) continue;  // the same for the whole block
+    const float q_scale = load_query(qkv + uint64_t{w.s} * 3 * HD + uint64_t{w.h} * D, c, q, q8);
+    for (uint32_t l = w.l0 + threadIdx.x; l < w.l1; l += blockDim.x)
+      c.split.scores[w.item * c.capacity + l] = score_at(c, kv_row(c, w.s, w.h, l), q, q8, q_scale, scale);
+  }
+}
+
+// The softmax of each item's scores, in place (int8: quantized into p8, its scale into p_scale).
+__global__ void split_softmax_kernel(uint32_t past_given, const uint32_t* past_dev, KvView c) {
+  const uint32_t L = (past_dev ? *past_dev : past_given) + 1;
+  const uint64_t items = uint64_t{c.batch} * c.heads;
+  for (uint64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const uint32_t h = item % c.heads, s = static_cast<uint32_t>(item / c.heads);
+    __syncthreads();  // the previous item's reads are done
+    const float p_scale =
+        softmax_row(c.split.scores + item * c.capacity, L, c, s, h, c.split.p8 + item * c.capacity);
+    if (threadIdx.x == 0) c.split.p_scale[item] = p_scale;
+  }
+}
+
+// Each (item, chunk)'s sums of the mix, per column, into split.partial (float, or int32 for int8).
+__global__ void split_mix_kernel(uint32_t past_given, const uint32_t* past_dev, KvView c) {
+  const uint32_t L = (past_dev ? *past_dev : past_given) + 1, D = c.head_dim;
+  const uint64_t work = uint64_t{c.batch} * c.heads * split_chunks(c.capacity);
+  for (uint64_t i = blockIdx.x; i < work; i += gridDim.x) {
+    const SplitWork w(i, c, L);
+    if (w.l0 >= L) continue;  // the same for the whole block
+    float f;
+    int32_t n;
+    mix_range(c, w.s, w.h, c.split.scores + w.item * c.capacity, c.split.p8 + w.item * c.capacity, w.l0, w.l1, f, n);
     if (threadIdx.x < D) {
-      float f = 0;
-      int32_t n = 0;
-      for (uint32_t k = 0; k < groups; ++k) f += partial_f[k * D + threadIdx.x], n += partial_i[k * D + threadIdx.x];
-      float* o = out + (uint64_t{s} * tokens + t) * HD + uint64_t{h} * D;
-      o[threadIdx.x] = c.kind == KvKind::kInt8 ? __fmul_rn(static_cast<float>(n), p_scale) : f;
+      if (c.kind == KvKind::kInt8)
+        static_cast<int32_t*>(c.split.partial)[i * D + threadIdx.x] = n;
+      else
+        static_cast<float*>(c.split.partial)[i * D + threadIdx.x] = f;
     }
+  }
+}
+
+// Each item's output: its chunks' sums added in chunk order (int8: exactly, then scaled).
+__global__ void split_combine_kernel(float* out, uint32_t past_given, const uint32_t* past_dev, KvView c) {
+  const uint32_t L = (past_dev ? *past_dev : past_given) + 1, D = c.head_dim;
+  const uint32_t chunks = split_chunks(c.capacity), used = split_chunks(L);
+  const uint64_t items = uint64_t{c.batch} * c.heads;
+  for (uint64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    if (threadIdx.x >= D) continue;
+    float f = 0;
+    int32_t n = 0;
+    for (uint32_t k = 0; k < used; ++k) {
+      const uint64_t at = (item * chunks + k) * D + threadIdx.x;
+      if (c.kind == KvKind::kInt8)
+        n += static_cast<const int32_t*>(c.split.partial)[at];
+      else
+        f += static_cast<const float*>(c.split.partial)[at];
+    }
+    // tokens = 1: the output row of sequence s is s * heads * D, its head h at h * D: item * D.
+    out[item * D + threadIdx.x] = c.kind == KvKind::kInt8 ? __fmul_rn(static_cast<float>(n), c.split.p_scale[item]) : f;
   }
 }
 
@@ -359,11 +471,42 @@ cudaError_t attention(const float* qkv, float* out, uint32_t tokens, uint32_t pa
   if (items == 0 || cache.head_dim == 0) return cudaSuccess;
   // The mix gives each output column a thread of its own.
   if (cache.capacity > kMaxAttentionPositions || cache.head_dim > kThreads) return cudaErrorInvalidValue;
-  const size_t shared = (size_t{cache.capacity} + cache.head_dim) * (sizeof(float) + 1);
   clear_error();
+  if (tokens == 1 && cache.split.scores) {
+    const uint64_t work = items * split_chunks(cache.capacity);
+    split_scores_kernel<<<blocks_for(work), kThreads, 0, stream>>>(qkv, past, past_on_device, cache, scale);
+    split_softmax_kernel<<<blocks_for(items), kThreads, 0, stream>>>(past, past_on_device, cache);
+    split_mix_kernel<<<blocks_for(work), kThreads, 0, stream>>>(past, past_on_device, cache);
+    split_combine_kernel<<<blocks_for(items), kThreads, 0, stream>>>(out, past, past_on_device, cache);
+    return cudaGetLastError();
+  }
+  const size_t shared = (size_t{cache.capacity} + cache.head_dim) * (sizeof(float) + 1);
   attention_kernel<<<blocks_for(items), kThreads, shared, stream>>>(qkv, out, tokens, past, past_on_device, cache,
                                                                      scale);
   return cudaGetLastError();
+}
+
+uint64_t split_scratch_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) {
+  if (capacity < kSplitFromPositions) return 0;
+  const uint64_t items = uint64_t{batch} * heads;
+  return items * capacity * (sizeof(float) + 1) + items * sizeof(float) +
+         items * split_chunks(capacity) * head_dim * sizeof(float);
+}
+
+SplitScratch split_scratch_at(void* base, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity) {
+  if (!base || capacity < kSplitFromPositions) return {};
+  // The float parts first, then the bytes: each part aligned for its type.
+  const uint64_t items = uint64_t{batch} * heads;
+  char* at = static_cast<char*>(base);
+  SplitScratch s;
+  s.scores = reinterpret_cast<float*>(at);
+  at += items * capacity * sizeof(float);
+  s.p_scale = reinterpret_cast<float*>(at);
+  at += items * sizeof(float);
+  s.partial = at;
+  at += items * split_chunks(capacity) * head_dim * sizeof(float);
+  s.p8 = reinterpret_cast<int8_t*>(at);
+  return s;
 }
 
 }  // namespace tessera::cuda

@@ -60,13 +60,30 @@ namespace tessera::cuda {
 // `capacity` positions x head_dim, keys and values, in the precision of the ops (`kind`): fp32,
 // bf16 (rounded to nearest even at append), or int8 with a scale per position (each position's
 // head_dim values quantized once at append, as the accelerator's cache holds them).
+//
+// A cache of kSplitFromPositions positions or more has scratch for a decode step split over its
+// positions (attention, below): its scores and p ([batch * heads][capacity], p quantized for
+// int8), int8's scale of p per row, and the sums of each chunk of kSplitChunk positions
+// ([batch * heads][chunks][head_dim], int32 for int8).
 enum class KvKind { kFp32, kBf16, kInt8 };
+constexpr uint32_t kSplitFromPositions = 256, kSplitChunk = 256;
+struct SplitScratch {
+  float* scores = nullptr;
+  int8_t* p8 = nullptr;
+  float* p_scale = nullptr;
+  void* partial = nullptr;
+};
 struct KvView {
   KvKind kind = KvKind::kFp32;
   void *k = nullptr, *v = nullptr;                // [batch][heads][capacity][head_dim]
   float *k_scale = nullptr, *v_scale = nullptr;   // int8: [batch][heads][capacity]
   uint32_t batch = 0, heads = 0, head_dim = 0, capacity = 0;
+  SplitScratch split;                             // none below kSplitFromPositions
 };
+// The bytes of that scratch for such a cache (0 below kSplitFromPositions), and its parts in an
+// allocation of that many bytes at `base`.
+uint64_t split_scratch_bytes(uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity);
+SplitScratch split_scratch_at(void* base, uint32_t batch, uint32_t heads, uint32_t head_dim, uint32_t capacity);
 
 // The keys and values of `tokens` new tokens of each sequence, from qkv[batch * tokens, 3 * heads *
 // head_dim] (q, k and v blocks side by side), into the cache at positions past onwards. `past` is
@@ -81,6 +98,10 @@ struct KvView {
 // q and p rounded to bf16 against bf16 keys and values, fp32 sums; int8 as the accelerator does
 // (int8_scores_reference, int8_mix_reference: q per row, p with the values' scales folded in per
 // row, integer sums, float(acc) * scales). past as kv_append's. capacity <= kMaxAttentionPositions.
+// A decode step (tokens = 1) over a cache with split scratch runs split over its positions, in four
+// launches (scores, softmax, the mix of each chunk, the chunks added), so that a long context
+// keeps the whole GPU busy with one sequence; its scores and int8 sums are the same bits as the
+// one launch's, its fp32 and bf16 sums are added in another order.
 constexpr uint32_t kMaxAttentionPositions = 8192;
 [[nodiscard]] cudaError_t attention(const float* qkv, float* out, uint32_t tokens, uint32_t past,
                                     const uint32_t* past_on_device, const KvView& cache, float scale,

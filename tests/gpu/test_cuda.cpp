@@ -9,6 +9,7 @@
 // Targets against the fp32 CPU reference: fp32 within 1e-4 relative L2; bf16 and int8 a cosine of
 // at least 0.995. int8 GEMMs and linear layers also bit for bit against the host's int8 path.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -177,10 +178,10 @@ int main() {
       expect(rel_l2(got, want) < attention_tol, fmt::format("{}: attention {} sequences x {} tokens x {} heads: relative L2 {:.3g}",
                                                   tag, batch, T, H, rel_l2(got, want)));
     }
-    {
-      // With a KV cache in GPU memory: a prefill of 20 tokens, then 9 decode steps of one, against
-      // the host attending over the same cache contents.
-      const uint32_t batch = 2, T = 29, prompt = 20, H = 3, D = 32, W = 3 * H * D;
+    // With a KV cache in GPU memory: a prefill, then decode steps of one, against the host attending
+    // over the same cache contents; the worst relative L2 of the decode steps.
+    auto cache_decode = [&](uint32_t batch, uint32_t T, uint32_t prompt, uint32_t H, uint32_t D) {
+      const uint32_t W = 3 * H * D;
       const auto qkv = random_values(uint64_t{batch} * T * W, rng, 2.0f);
       const auto gpu_cache = gpu->make_kv_cache(batch, H, D, T);
       const auto host_cache = ref.make_kv_cache(batch, H, D, T);
@@ -196,9 +197,14 @@ int main() {
         worst = std::max(worst, rel_l2(got, want));
         t0 += n;
       }
-      expect(worst < attention_tol && gpu_cache->length == T,
-             fmt::format("{}: attention with a KV cache, prefill of {} then {} decode steps: worst relative L2 {:.3g}",
-                         tag, prompt, T - prompt, worst));
+      return gpu_cache->length == T ? worst : INFINITY;
+    };
+    for (auto [T, prompt, H, D] : {std::array<uint32_t, 4>{29, 20, 3, 32}, {600, 560, 12, 64}}) {
+      // 600 positions: decode split over them (kSplitFromPositions).
+      const double worst = cache_decode(2, T, prompt, H, D);
+      expect(worst < attention_tol,
+             fmt::format("{}: attention with a KV cache of {} positions, {} heads of {}: a prefill of {} then {} decode "
+                         "steps: worst relative L2 {:.3g}", tag, T, H, D, prompt, T - prompt, worst));
     }
     {
       const auto x = random_values(uint64_t{41} * model.cfg.width, rng, 3.0f);
@@ -323,11 +329,11 @@ int main() {
       std::vector<float> logits;
       std::vector<std::string> ops, notes;
     };
-    auto generate = [&](std::vector<StageShards> stages, bool per_op) {
+    auto generate = [&](std::vector<StageShards> stages, bool per_op, uint32_t capacity = 0) {
       Generated g;
       Pipeline pipe(small, std::move(stages));
       pipe.profile_ops = per_op;
-      pipe.start(gen_batch, prompt + steps, 2);
+      pipe.start(gen_batch, capacity ? capacity : prompt + steps, 2);
       g.logits = pipe.step(std::vector<int32_t>(small_tokens.begin(), small_tokens.begin() + gen_batch * prompt), prompt,
                            true);
       for (uint32_t i = 0; i < steps; ++i) {
@@ -365,6 +371,14 @@ int main() {
                          "(relative L2 {:.3g})",
                          tag, steps, differing(resident.logits, per_op.logits), per_op.logits.size(),
                          rel_l2(resident.logits, per_op.logits)));
+      // Caches of 300 positions: decode split over them (in the graphs too), the same bits both ways.
+      const Generated long_resident = generate({whole_on(gpu.get(), 0, small_cfg.layers - 1)}, false, 300);
+      const Generated long_per_op = generate({whole_on(gpu.get(), 0, small_cfg.layers - 1)}, true, 300);
+      expect(long_resident.notes.empty() && all_finite(long_resident.logits) &&
+                 differing(long_resident.logits, long_per_op.logits) == 0,
+             fmt::format("{}: with caches of 300 positions (decode split over them), resident against op by op: {} of {} "
+                         "logits differ{}", tag, differing(long_resident.logits, long_per_op.logits),
+                         long_per_op.logits.size(), long_resident.notes.empty() ? "" : " (" + long_resident.notes[0] + ")"));
       // A KV cache that cannot fit: bad input, before anything runs, naming the device and the shortfall.
       Pipeline pipe(small, {whole_on(gpu.get(), 0, small_cfg.layers - 1)});
       try {
