@@ -95,10 +95,12 @@ class Memory {
 using DeviceBuffer = Memory<OnDevice>;
 using PinnedBuffer = Memory<PinnedHost>;
 
-// A left operand A[m, k] on the device: element (i, kk) at p[i * ld + kk].
+// A left operand A[m, k] on the device: element (i, kk) at p[i * ld + kk]; or, where `packed` is
+// set, A already packed for the backend's precision in its kPackA (and kScaleA) scratch.
 struct LeftView {
   const float* p;
   uint64_t ld;
+  bool packed = false;
 };
 
 // A right operand B[k, n] ready for a GEMM in the backend's precision. fp32: element (kk, j) at
@@ -504,7 +506,8 @@ class CudaBackend final : public MatmulBackend {
       // Both operands packed k-contiguous: a TN GEMM (the zero padding of k adds nothing).
       const uint32_t kp = pad16(k, "k");
       auto* pa = buffer<uint16_t>(kPackA, uint64_t{m} * kp);
-      check(cuda::pack_bf16(a.p, a.ld, 1, m, k, m, pa, kp, stream()), "launching the pack_bf16 kernel");
+      if (!a.packed)
+        check(cuda::pack_bf16(a.p, a.ld, 1, m, k, m, pa, kp, stream()), "launching the pack_bf16 kernel");
       const float one = 1.0f, zero = 0.0f;
       check(cublasGemmEx(blas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, as_int(n, "n"), as_int(m, "m"), as_int(kp, "k"), &one,
                          b.packed, CUDA_R_16BF, as_int(kp, "k"), pa, CUDA_R_16BF, as_int(kp, "k"), &zero, c,
@@ -517,7 +520,8 @@ class CudaBackend final : public MatmulBackend {
       const uint32_t kp = pad16(k, "k"), np = pad16(n, "n"), mp = pad16(m, "m");
       auto* pa = buffer<int8_t>(kPackA, uint64_t{mp} * kp);
       auto* sa = buffer<float>(kScaleA, mp);
-      check(cuda::pack_int8(a.p, a.ld, 1, m, k, mp, pa, kp, sa, stream()), "launching the pack_int8 kernel");
+      if (!a.packed)
+        check(cuda::pack_int8(a.p, a.ld, 1, m, k, mp, pa, kp, sa, stream()), "launching the pack_int8 kernel");
       auto* acc = buffer<int32_t>(kAcc, uint64_t{mp} * np);
       int8_gemm(b.packed, pa, acc, np, mp, kp);
       check(cuda::dequantize(acc, np, sa, b.scale, bias, gelu, c, ldc, m, n, stream()),
@@ -527,6 +531,27 @@ class CudaBackend final : public MatmulBackend {
     stats_.macs += uint64_t{m} * n * k;
     stats_.read_bytes += operand_bytes(precision_) * (uint64_t{m} * k + uint64_t{k} * n);
     stats_.write_bytes += 4 * uint64_t{m} * n;
+  }
+
+  // c = LayerNorm(x[m, k]) B, plus bias, then GELU when gelu. For bf16 and int8 the LayerNorm packs
+  // A itself (layer_norm_pack: the per-token quantization fused in, no h written); fp32 normalizes
+  // into h first.
+  void norm_gemm(const float* x, float* h, uint32_t m, const std::array<DeviceBuffer, 2>& ln, float eps,
+                 const RightOperand& b, float* c, uint64_t ldc, const float* bias, bool gelu) {
+    const uint32_t k = b.k;
+    if (precision_ == GpuPrecision::kFp32 || m == 0 || k == 0) {
+      check(cuda::layer_norm(x, h, m, k, ln[0].as<float>(), ln[1].as<float>(), eps, stream()),
+            "launching the layer_norm kernel");
+      return gemm({h, k}, b, c, ldc, m, bias, gelu);
+    }
+    const bool int8 = precision_ == GpuPrecision::kInt8;
+    const uint32_t kp = pad16(k, "k"), rows = int8 ? pad16(m, "m") : m;
+    void* pa = int8 ? static_cast<void*>(buffer<int8_t>(kPackA, uint64_t{rows} * kp))
+                    : static_cast<void*>(buffer<uint16_t>(kPackA, uint64_t{rows} * kp));
+    float* sa = int8 ? buffer<float>(kScaleA, rows) : nullptr;
+    check(cuda::layer_norm_pack(x, m, k, ln[0].as<float>(), ln[1].as<float>(), eps, int8, rows, pa, kp, sa, stream()),
+          "launching the layer_norm_pack kernel");
+    gemm({nullptr, k, true}, b, c, ldc, m, bias, gelu);
   }
 
   // The cuBLASLt set-up of column-major acc[n, m] = b^T a (b [k, n], a [k, m], both k-contiguous),
@@ -1074,9 +1099,7 @@ class CudaStage final : public StageProgram {
         float *x = p.x.as<float>(), *h = p.h.as<float>(), *qkv = p.qkv.as<float>(), *att = p.att.as<float>();
         const uint32_t HD = p.heads * D;
         cudaStream_t ps = on(p);
-        check(cuda::layer_norm(x, h, rows, E, w.ln_1[0].as<float>(), w.ln_1[1].as<float>(), cfg_.eps, ps),
-              "launching the layer_norm kernel");
-        p.b.gemm({h, E}, w.qkv.b, qkv, 3 * HD, rows, w.qkv.bias.as<float>(), false);
+        p.b.norm_gemm(x, h, rows, w.ln_1, cfg_.eps, w.qkv.b, qkv, 3 * HD, w.qkv.bias.as<float>(), false);
         check(cuda::kv_append(qkv, T, past, past_dev, cache, ps), "launching the kv_append kernel");
         check(cuda::attention(qkv, att, T, past, past_dev, cache, scale, ps), "launching the attention kernel");
         p.b.gemm({att, HD}, w.proj.b, p.tmp.as<float>(), E, rows, w.proj.bias.as<float>(), false);
@@ -1085,9 +1108,8 @@ class CudaStage final : public StageProgram {
       for (Part& p : parts_) {
         const Layer& w = p.layers[l];
         float *x = p.x.as<float>(), *h = p.h.as<float>(), *up = p.up.as<float>();
-        check(cuda::layer_norm(x, h, rows, E, w.ln_2[0].as<float>(), w.ln_2[1].as<float>(), cfg_.eps, on(p)),
-              "launching the layer_norm kernel");
-        p.b.gemm({h, E}, w.fc.b, up, p.mlp, rows, w.fc.bias.as<float>(), true);
+        on(p);
+        p.b.norm_gemm(x, h, rows, w.ln_2, cfg_.eps, w.fc.b, up, p.mlp, w.fc.bias.as<float>(), true);
         p.b.gemm({up, p.mlp}, w.down.b, p.tmp.as<float>(), E, rows, w.down.bias.as<float>(), false);
       }
       add_projection(count, p0.layers[l].down_bias);

@@ -42,6 +42,13 @@ __device__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
+// v quantized with inv = 1 / scale as pack_int8 and the host do it: round half away from zero, clamp.
+__device__ int8_t to_int8(float v, float inv) {
+  return static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(v, inv)), -127.0f), 127.0f));
+}
+__device__ float int8_scale(float peak) { return peak > 0 ? __fdiv_rn(peak, 127.0f) : 1.0f; }
+__device__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
 __global__ void pack_int8_kernel(const float* src, uint64_t so, uint64_t si, uint32_t outer, uint32_t inner,
                                  uint32_t padded_outer, int8_t* dst, uint32_t ld, float* scale) {
   for (uint64_t o = blockIdx.x; o < padded_outer; o += gridDim.x) {
@@ -91,22 +98,64 @@ __global__ void bias_gelu_kernel(float* c, uint64_t ldc, uint32_t m, uint32_t n,
   }
 }
 
+// A row's mean and 1 / sqrt(variance + eps), by the whole block, with double sums as the host does
+// them (in another order).
+struct RowNorm {
+  float mean, inv;
+};
+__device__ RowNorm row_norm(const float* in, uint32_t cols, float eps) {
+  double sum = 0;
+  for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) sum += in[c];
+  const double mean = block_reduce(sum, Sum{}) / cols;
+  double var = 0;
+  for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) var += (in[c] - mean) * (in[c] - mean);
+  var = block_reduce(var, Sum{}) / cols;
+  return {static_cast<float>(mean), static_cast<float>(1.0 / sqrt(var + eps))};
+}
+// Column c of the normalized row, rounded step by step as the host's expression is (no fused
+// multiply-add).
+__device__ float normalized(const float* in, uint32_t c, RowNorm n, const float* gamma, const float* beta) {
+  return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(in[c], n.mean), n.inv), gamma[c]), beta[c]);
+}
+
 __global__ void layer_norm_kernel(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma,
                                   const float* beta, float eps) {
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* in = x + r * cols;
-    float* out = y + r * cols;
-    // Double sums, as the host does them (in another order).
-    double sum = 0;
-    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) sum += in[c];
-    const double mean = block_reduce(sum, Sum{}) / cols;
-    double var = 0;
-    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) var += (in[c] - mean) * (in[c] - mean);
-    var = block_reduce(var, Sum{}) / cols;
-    const float inv = static_cast<float>(1.0 / sqrt(var + eps)), m = static_cast<float>(mean);
-    // Rounded step by step as the host's expression is (no fused multiply-add).
-    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x)
-      out[c] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(in[c], m), inv), gamma[c]), beta[c]);
+    const RowNorm n = row_norm(in, cols, eps);
+    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = normalized(in, c, n, gamma, beta);
+  }
+}
+
+// layer_norm_kernel's rows packed as pack_int8_kernel (int8) or pack_bf16_kernel would pack them,
+// the normalized values computed twice (for the peak, then for the packing) rather than stored.
+__global__ void layer_norm_pack_kernel(const float* x, uint32_t rows, uint32_t cols, const float* gamma,
+                                       const float* beta, float eps, bool int8, uint32_t padded_rows, void* dst,
+                                       uint32_t ld, float* scale) {
+  for (uint64_t r = blockIdx.x; r < padded_rows; r += gridDim.x) {
+    int8_t* out8 = static_cast<int8_t*>(dst) + r * ld;
+    __nv_bfloat16* out16 = static_cast<__nv_bfloat16*>(dst) + r * ld;
+    if (r >= rows) {  // the same for the whole block
+      for (uint32_t i = threadIdx.x; i < ld; i += blockDim.x)
+        if (int8)
+          out8[i] = 0;
+        else
+          out16[i] = __float2bfloat16_rn(0.0f);
+      continue;
+    }
+    const float* in = x + r * cols;
+    const RowNorm n = row_norm(in, cols, eps);
+    if (!int8) {
+      for (uint32_t i = threadIdx.x; i < ld; i += blockDim.x)
+        out16[i] = __float2bfloat16_rn(i < cols ? normalized(in, i, n, gamma, beta) : 0.0f);
+      continue;
+    }
+    float peak = 0;
+    for (uint32_t i = threadIdx.x; i < cols; i += blockDim.x) peak = fmaxf(peak, fabsf(normalized(in, i, n, gamma, beta)));
+    const float s = int8_scale(block_reduce(peak, Max{})), inv = __fdiv_rn(1.0f, s);
+    if (threadIdx.x == 0) scale[r] = s;
+    for (uint32_t i = threadIdx.x; i < ld; i += blockDim.x)
+      out8[i] = i < cols ? to_int8(normalized(in, i, n, gamma, beta), inv) : 0;
   }
 }
 
@@ -136,12 +185,6 @@ __global__ void add_partials_kernel(float* x, const float* first, const float* r
   }
 }
 
-// v quantized with inv = 1 / scale as pack_int8 and the host do it: round half away from zero, clamp.
-__device__ int8_t to_int8(float v, float inv) {
-  return static_cast<int8_t>(fminf(fmaxf(roundf(__fmul_rn(v, inv)), -127.0f), 127.0f));
-}
-__device__ float int8_scale(float peak) { return peak > 0 ? __fdiv_rn(peak, 127.0f) : 1.0f; }
-__device__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 // x[0, n) quantized into out by the whole block, as pack_int8 quantizes a row; returns its scale.
 // Each thread reads and writes the elements i = threadIdx.x + k * blockDim.x.
@@ -443,6 +486,16 @@ cudaError_t add_into(float* x, const float* y, uint64_t n, cudaStream_t stream) 
   if (n == 0) return cudaSuccess;
   clear_error();
   add_into_kernel<<<blocks_for((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm_pack(const float* x, uint32_t rows, uint32_t cols, const float* gamma, const float* beta,
+                            float eps, bool int8, uint32_t padded_rows, void* dst, uint32_t ld, float* scale,
+                            cudaStream_t stream) {
+  if (padded_rows == 0 || ld == 0) return cudaSuccess;
+  clear_error();
+  layer_norm_pack_kernel<<<blocks_for(padded_rows), kThreads, 0, stream>>>(x, rows, cols, gamma, beta, eps, int8,
+                                                                            padded_rows, dst, ld, scale);
   return cudaGetLastError();
 }
 

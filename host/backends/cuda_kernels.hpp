@@ -40,6 +40,14 @@ namespace tessera::cuda {
 [[nodiscard]] cudaError_t layer_norm(const float* x, float* y, uint32_t rows, uint32_t cols, const float* gamma,
                                      const float* beta, float eps, cudaStream_t stream);
 
+// layer_norm's output packed as a GEMM's left operand, as pack_int8 (int8) or pack_bf16 (else)
+// would pack it (the same bits), without writing it out: the LayerNorm with the int8 per-token
+// quantization fused in. dst [padded_rows][ld] (int8, or bf16 as uint16), rows >= rows and
+// columns >= cols zero; scale[r] for r < rows (int8).
+[[nodiscard]] cudaError_t layer_norm_pack(const float* x, uint32_t rows, uint32_t cols, const float* gamma,
+                                          const float* beta, float eps, bool int8, uint32_t padded_rows, void* dst,
+                                          uint32_t ld, float* scale, cudaStream_t stream);
+
 // x[r][c] = wte[tokens[r]][c] + wpe[past + r % tokens_per_sequence][c] for r < rows, c < width:
 // the embedding, past as kv_append's (below).
 [[nodiscard]] cudaError_t embed(const int32_t* tokens, const float* wte, const float* wpe, uint32_t past,
