@@ -704,7 +704,8 @@ using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
 class CudaStage final : public StageProgram {
  public:
   CudaStage(const StageSpec& spec, const std::vector<CudaBackend*>& backends)
-      : cfg_(spec.model->cfg), embed_(spec.embed), logits_(spec.parts.front().vocab != nullptr) {
+      : cfg_(spec.model->cfg), embed_(spec.embed), logits_(spec.parts.front().vocab != nullptr),
+        sharded_(spec.parts.size() > 1) {
     const uint32_t E = cfg_.width, D = cfg_.head_dim();
     if (D > CudaBackend::kMaxHeadDim || cfg_.positions > cuda::kMaxAttentionPositions)
       throw std::invalid_argument(fmt::format("{}: the attention kernel takes up to {} positions and heads of up to {} "
@@ -726,7 +727,7 @@ class CudaStage final : public StageProgram {
       };
       for (const StageSpec::Weights& w : sp.layers) {
         for (const Linear* l : {w.qkv, w.attn_proj, w.mlp_up, w.mlp_down}) linear(*l);
-        bytes += 4 * uint64_t{E} * 4 + (i == 0 && sharded() ? 2 * uint64_t{E} * 4 : 0);
+        bytes += 4 * uint64_t{E} * 4 + (i == 0 && sharded_ ? 2 * uint64_t{E} * 4 : 0);
       }
       if (sp.vocab) linear(*sp.vocab), bytes += 2 * uint64_t{E} * 4;
       if (i == 0 && embed_) bytes += uint64_t{cfg_.vocab + cfg_.positions} * E * 4;
@@ -740,7 +741,7 @@ class CudaStage final : public StageProgram {
           Layer& layer = p.layers.emplace_back(Layer{p.b.upload(*w.qkv), p.b.upload(*w.attn_proj), p.b.upload(*w.mlp_up),
                                                      p.b.upload(*w.mlp_down), p.b.upload(blk.ln_1, E),
                                                      p.b.upload(blk.ln_2, E), {}, {}});
-          if (i == 0 && sharded()) {  // the biases, added once the partial sums are
+          if (i == 0 && sharded_) {  // the biases, added once the partial sums are
             layer.proj_bias = upload(p, blk.attn_proj.b);
             layer.down_bias = upload(p, blk.mlp_proj.b);
           }
@@ -768,15 +769,19 @@ class CudaStage final : public StageProgram {
     const uint32_t most = *std::max_element(batch_of.begin(), batch_of.end());
     const uint64_t rows = uint64_t{most} * capacity;
     const uint32_t sequences = std::accumulate(batch_of.begin(), batch_of.end(), 0u);
+    std::map<int, std::pair<const Part*, uint64_t>> on_gpu;  // what the parts on each GPU take together
     for (size_t i = 0; i < P; ++i) {
-      Part& p = parts_[i];
+      const Part& p = parts_[i];
       uint64_t bytes = rows * (3 * E + 4 * p.heads * D + p.mlp) * 4 + uint64_t{most} * E * 4 +
                        scratch_bytes(p, rows, most);
       for (uint32_t n : batch_of) bytes += p.layers.size() * GpuKvCache::bytes_for(p.b.precision_, n, p.heads, D, capacity);
       if (i == 0) bytes += rows * 4 + (P - 1) * rows * E * 4 + (fed_ ? uint64_t{sequences} * capacity * E * 4 : 0);
-      check_fits(p, bytes, fmt::format("the KV caches and workspaces for {} sequences of {} positions", sequences,
-                                       capacity));
+      auto& [first, total] = on_gpu.try_emplace(p.b.index_, &p, 0).first->second;
+      total += bytes;
     }
+    for (const auto& [gpu, need] : on_gpu)
+      check_fits(*need.first, need.second,
+                 fmt::format("the KV caches and workspaces for {} sequences of {} positions", sequences, capacity));
     for (size_t i = 0; i < P; ++i) {
       Part& p = parts_[i];
       guarded(p, [&] {
@@ -932,7 +937,6 @@ class CudaStage final : public StageProgram {
     uint64_t generation = 0;  // of the backends' buffers it was captured with
   };
 
-  bool sharded() const { return parts_.size() > 1; }
   // Bumped whenever any part's backend reallocates a buffer a graph may have captured.
   uint64_t generation() const {
     uint64_t g = 0;
@@ -1000,9 +1004,8 @@ class CudaStage final : public StageProgram {
                                               what, mib(bytes), p.b.name_, mib(free), mib(bytes - free)));
   }
 
-  // A part's GEMM scratch on its backend for products over `rows` rows, and the logits' over
-  // `rows_out`: packed left operands (bf16, int8), int8's row scales and int32 accumulators, and
-  // (the first part) the pinned buffer a result comes back through.
+  // A part's GEMM scratch on its backend's GPU for products over `rows` rows, and the logits' over
+  // `rows_out`: packed left operands (bf16, int8), int8's row scales and int32 accumulators.
   uint64_t scratch_bytes(const Part& p, uint64_t rows, uint64_t rows_out) const {
     const uint64_t E = cfg_.width, m = std::max(rows, rows_out) + 16;
     const uint64_t n = std::max<uint64_t>({3 * uint64_t{p.heads} * cfg_.head_dim(), p.mlp, E, p.vocab}) + 16;
@@ -1010,7 +1013,7 @@ class CudaStage final : public StageProgram {
     const uint64_t packs = p.b.precision_ == GpuPrecision::kFp32 ? 0
                            : p.b.precision_ == GpuPrecision::kBf16 ? m * k * 2
                                                                    : m * k + m * 4 + m * n * 4;
-    return packs + (&p == &parts_[0] ? std::max(rows * E, rows_out * cfg_.vocab) * 4 : 0);
+    return packs;
   }
   void reserve_scratch(Part& p, uint64_t rows, uint64_t rows_out) {
     const uint64_t E = cfg_.width, m = std::max(rows, rows_out), mp = (m + 15) / 16 * 16;
@@ -1046,10 +1049,11 @@ class CudaStage final : public StageProgram {
     }
   }
   // Every part's x += its projection's output (tmp): one part adds it itself (the bias is in it);
-  // several add their partial sums in shard order on the first part, then `bias`, and share x.
-  void add_projection(uint64_t count, const DeviceBuffer& bias) {
+  // several add their partial sums in shard order on the first part, then `bias`, and (where `share`)
+  // copy x back to the others.
+  void add_projection(uint64_t count, const DeviceBuffer& bias, bool share = true) {
     Part& p0 = parts_[0];
-    if (!sharded()) {
+    if (!sharded_) {
       check(cuda::add_into(p0.x.as<float>(), p0.tmp.as<float>(), count, on(p0)), "launching the add_into kernel");
       return;
     }
@@ -1061,7 +1065,7 @@ class CudaStage final : public StageProgram {
     check(cuda::add_partials(p0.x.as<float>(), p0.tmp.as<float>(), gather_.as<float>(),
                              static_cast<uint32_t>(parts_.size() - 1), count, bias.as<float>(), cfg_.width, on(p0)),
           "launching the add_partials kernel");
-    broadcast(count);
+    if (share) broadcast(count);
   }
 
   // Every copy and launch of a step on the parts' streams (also what a capture records), joined
@@ -1112,7 +1116,8 @@ class CudaStage final : public StageProgram {
         p.b.norm_gemm(x, h, rows, w.ln_2, cfg_.eps, w.fc.b, up, p.mlp, w.fc.bias.as<float>(), true);
         p.b.gemm({up, p.mlp}, w.down.b, p.tmp.as<float>(), E, rows, w.down.bias.as<float>(), false);
       }
-      add_projection(count, p0.layers[l].down_bias);
+      // After the last layer only the logits read the other parts' x.
+      add_projection(count, p0.layers[l].down_bias, logits_ || l + 1 < p0.layers.size());
     }
     if (logits_) {
       const uint32_t rows_out = last_only ? B : rows;
@@ -1222,7 +1227,8 @@ class CudaStage final : public StageProgram {
 
   const Gpt2Config cfg_;
   const bool embed_;
-  const bool logits_;  // the last stage: the final LayerNorm and the logits
+  const bool logits_;   // the last stage: the final LayerNorm and the logits
+  const bool sharded_;  // over several parts
   std::deque<Part> parts_;  // in shard order (a deque: a Part does not move)
   DeviceBuffer wte_, wpe_, tokens_;  // the first part's: the embedding
   DeviceBuffer gather_;              // the first part's: the other parts' partial sums

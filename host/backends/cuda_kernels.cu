@@ -108,7 +108,10 @@ __device__ RowNorm row_norm(const float* in, uint32_t cols, float eps) {
   for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) sum += in[c];
   const double mean = block_reduce(sum, Sum{}) / cols;
   double var = 0;
-  for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) var += (in[c] - mean) * (in[c] - mean);
+  for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const double d = __dsub_rn(in[c], mean);
+    var = __dadd_rn(var, __dmul_rn(d, d));  // rounded as written, in every kernel that inlines it
+  }
   var = block_reduce(var, Sum{}) / cols;
   return {static_cast<float>(mean), static_cast<float>(1.0 / sqrt(var + eps))};
 }
