@@ -7,14 +7,14 @@
 # slip into the newcomer's run by being forgotten.
 #
 # TESSERA_TEST_TIER says what a build is for: `default` verilates the presets of the default tier
-# only (small and default), `full` every preset. A plain CMake configure is `full`; scripts/build
+# only (small and default, int8-only, and small-bf16), `full` every preset. A plain CMake configure is `full`; scripts/build
 # makes a new build directory `default`, and scripts/test --full turns it `full`.
-set(TESSERA_TEST_TIER full CACHE STRING "What the build is for: default (presets small and default) or full (all)")
+set(TESSERA_TEST_TIER full CACHE STRING "What the build is for: default (presets small, default, small-bf16) or full (all)")
 set_property(CACHE TESSERA_TEST_TIER PROPERTY STRINGS default full)
 if(NOT TESSERA_TEST_TIER MATCHES "^(default|full)$")
   message(FATAL_ERROR "TESSERA_TEST_TIER is '${TESSERA_TEST_TIER}': give default or full")
 endif()
-set(TESSERA_DEFAULT_TIER_PRESETS small default)
+set(TESSERA_DEFAULT_TIER_PRESETS small default small-bf16)
 
 # The named entries are in the default tier.
 function(tessera_default_tier)

@@ -31,11 +31,13 @@ untiered = [n for n, ls in labels.items() if len(ls & TIERS) != 1]
 check(f"every one of the {len(tests)} entries is in exactly one tier", tests and not untiered, untiered)
 default = [t for t in tests if "default" in labels[t["name"]]]
 print(f"     default tier: {len(default)} entries; full tier adds {len(tests) - len(default)}")
+# The presets whose RTL only the full tier builds (cmake/TesseraTiers.cmake).
+FULL_PRESETS = ("large", "large-bf16", "default-bf16")
 heavy = [t["name"] for t in default
          if labels[t["name"]] & FULL_ONLY_LABELS or prop(t, "PROCESSORS", 1) > 1
-         or "large preset" in t["name"] or t["name"].endswith("_large")
-         or "preset=large" in " ".join(t.get("command") or [])]
-check("the default tier has no sub-build, regression, large-preset or both-cores entry", not heavy, heavy)
+         or any(f"{p} preset" in t["name"] or t["name"].endswith(f"_{p}")
+                or f"preset={p}" in " ".join(t.get("command") or []) for p in FULL_PRESETS)]
+check("the default tier has no sub-build, regression, full-tier preset or both-cores entry", not heavy, heavy)
 check("every entry that takes both cores holds the lock that keeps two of them apart",
       every([t for t in tests if prop(t, "PROCESSORS", 1) > 1] or [None],
             lambda t: t is None or "both_cores" in (prop(t, "RESOURCE_LOCK", []) or [])))

@@ -94,6 +94,15 @@ void Buffer::reset() {
   heap_.reset();
 }
 
+std::string no_bf16_reason(const DeviceSpec& spec) {
+  // A simulated int8-only preset has a twin with BF16: name it.
+  const std::string twin = spec.kind == "xdma" ? "" : spec.preset() + "-bf16";
+  const bool has_twin = std::any_of(spec::kPresets.begin(), spec::kPresets.end(),
+                                    [&](const spec::Preset& p) { return p.name == twin; });
+  return fmt::format("the engine has no BF16 (CFG_ARRAY.BF16 clear){}",
+                     has_twin ? fmt::format("; preset={} is the same engine with BF16", twin) : "");
+}
+
 Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<detail::Heap>()) {
   const std::string completion = spec.option("completion", "irq");
   if (completion != "irq" && completion != "poll")
@@ -130,8 +139,7 @@ Device::Device(const DeviceSpec& spec) : spec_(spec), heap_(std::make_shared<det
   props_.bf16 = (arr & csr::CFG_ARRAY_BF16_MASK) != 0;
   props_.precision = precision;
   if (precision == "bf16" && !props_.bf16)
-    throw UsageError(fmt::format("device '{}': precision=bf16, but the engine has no BF16 (CFG_ARRAY.BF16 clear)",
-                                 spec.str()));
+    throw UsageError(fmt::format("device '{}': precision=bf16, but {}", spec.str(), no_bf16_reason(spec)));
   props_.k_max = mem & 0xffff;
   props_.axi_bytes = (mem >> 16) & 0xff;
   props_.max_reads = mem >> 24;

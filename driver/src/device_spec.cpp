@@ -57,4 +57,8 @@ std::string DeviceSpec::option(const std::string& key, const std::string& fallba
   return it == options.end() ? fallback : it->second;
 }
 
+std::string DeviceSpec::preset() const {
+  return option("preset", option("precision", "int8") == "bf16" ? "default-bf16" : "default");
+}
+
 }  // namespace tessera::driver

@@ -229,7 +229,7 @@ Outcome check_config(Context& ctx) {
   if (p.addr_bits < 12 || p.addr_bits > 64) bad.push_back(fmt::format("{} address bits", p.addr_bits));
   // A simulated device was asked for a preset: its registers must say the same.
   if (ctx.spec.kind != "xdma") {
-    const std::string want = ctx.spec.option("preset", "default");
+    const std::string want = ctx.spec.preset();
     if (p.preset != want) bad.push_back(fmt::format("preset '{}' requested, registers describe '{}'", want, p.preset));
   }
   const std::string what = fmt::format("{}x{} array, {}, k_max {}, {}-bit AXI, {} reads in flight, {}-bit addresses, "

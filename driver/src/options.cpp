@@ -28,7 +28,7 @@ SimOptions SimOptions::parse(const DeviceSpec& spec, const std::set<std::string>
       throw UsageError(fmt::format("device '{}': unknown option '{}' (options: {})", spec.str(), k, known));
     }
   }
-  o.preset = spec.option("preset", o.preset);
+  o.preset = spec.preset();
   try {
     EngineConfig::preset(o.preset);
   } catch (const std::invalid_argument& e) {

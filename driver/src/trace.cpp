@@ -164,6 +164,11 @@ ReplayReport replay(const std::string& dir, Device& device) {
               throw UsageError(fmt::format("{}: event {}: descriptor bytes '{}' are not hex", dir, i, h));
           }
           descs.push_back(decode(raw));
+          if (descs.back().bf16() && !device.properties().bf16)
+            throw UsageError(fmt::format("{}: event {} submits a BF16 GEMM, and {} has no BF16 (an int8-only "
+                                         "preset): replay it on a preset with BF16 (small-bf16, default-bf16, "
+                                         "large-bf16)",
+                                         dir, i, r.device));
         }
         device.submit(descs, BoundsCheck::kOff);  // the addresses are the recorded ones, not this device's buffers
         submitted.insert(submitted.end(), descs.begin(), descs.end());

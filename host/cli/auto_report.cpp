@@ -59,7 +59,7 @@ nlohmann::ordered_json totals(const Prediction& p, RunPhase phase) {
 }
 
 // The plan's devices' own times, the host's work left out (CostModel without host_ops), in cycles
-// at the clock, summed over the workload's steps, stages and microbatches; beside the cycles each
+// at each device's clock, summed over the workload's steps, stages and microbatches; beside the cycles each
 // device counted in the run. Empty unless every device of the plan is a simulated accelerator: a
 // CPU or GPU counts no cycles, and a cost model would open a card again to describe it.
 nlohmann::ordered_json device_cycles_json(const RunArgs& ra, const std::vector<const RunSummary*>& ran) {
@@ -80,7 +80,7 @@ nlohmann::ordered_json device_cycles_json(const RunArgs& ra, const std::vector<c
   for (const auto& step : own.predict(a.plan, a.microbatches).stages)
     for (const auto& stage : step)
       for (const Prediction::StageTime& mb : stage)
-        for (const auto& [label, seconds] : mb.lanes) predicted[label] += seconds * own.clock_mhz() * 1e6;
+        for (const auto& [label, seconds] : mb.lanes) predicted[label] += seconds * ra.clock_of(label) * 1e6;
   std::map<std::string, uint64_t> counted;
   for (const RunSummary* sum : ran)
     for (const OpRow& r : sum->rows) counted[r.device] += r.cost.cycles;
@@ -115,7 +115,7 @@ nlohmann::ordered_json auto_plan_json(const RunArgs& ra) {
   nlohmann::ordered_json j = {
       {"plan", a.plan.str()}, {"phase", to_string(w.phase)}, {"batch", w.batch}, {"seq", w.seq},
       {"new_tokens", w.new_tokens}, {"microbatches", a.microbatches},
-      {"clock_mhz", cm.clock_mhz()}, {"clock", ra.clock_source}, {"stages", stages},
+      {"clock_mhz", ra.clock_mhz}, {"clock", ra.clock_source}, {"clocks", ra.clocks_json()}, {"stages", stages},
       {"bubble", {{"predicted", bubble(a.predicted)}, {"theoretical", a.plan.expected_bubble(a.microbatches)}}},
       {"predicted", totals(a.predicted, w.phase)}};
   if (a.even) {
@@ -138,9 +138,9 @@ void print_auto_plan(const RunArgs& ra) {
   const Gpt2Config& cfg = ra.cfg;
   std::cout << fmt::format("model {}: {} layers, width {}, {} heads, vocabulary {}\n", ra.model, cfg.layers, cfg.width,
                            cfg.heads, cfg.vocab);
-  std::cout << fmt::format("auto plan for {} of {} x {} tokens{}, at {} MHz ({})\n", to_string(w.phase), w.batch, w.seq,
-                           w.phase == RunPhase::kPrefill ? "" : fmt::format(" and {} new", w.new_tokens), cm.clock_mhz(),
-                           ra.clock_source);
+  std::cout << fmt::format("auto plan for {} of {} x {} tokens{}, accelerators at {}\n", to_string(w.phase), w.batch,
+                           w.seq, w.phase == RunPhase::kPrefill ? "" : fmt::format(" and {} new", w.new_tokens),
+                           ra.clocks_text());
   std::cout << fmt::format("\n  --plan \"{}\" --microbatches {}\n\n", a.plan.str(), a.microbatches);
   const auto summaries = stage_summaries(a.predicted);
   std::cout << fmt::format("{:<6} {:<8} {:<24} {:>7} {:>11} {:>13} {:>12} {:>12}\n", "STAGE", "LAYERS", "DEVICE", "HEADS",

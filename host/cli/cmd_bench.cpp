@@ -45,6 +45,8 @@ struct Result {
   double joules = 0, clock_mhz = 0;
   std::optional<double> above_idle_joules;
   std::string clock;  // where clock_mhz comes from
+  std::string clocks_text;
+  nlohmann::json clocks;  // each accelerator's
   nlohmann::ordered_json cpu_threads;  // the CPU backend's, where the plan has a cpu device
   std::vector<std::string> notes;      // how its stage programs ran (Pipeline::notes)
   uint64_t energy_macs = 0;
@@ -112,6 +114,7 @@ Result measure(Pipeline& p, const RunArgs& ra, const Devices& devs, const Gpt2Co
   r.plan = ra.plan.str(), r.precision = plan_precision(ra.plan), r.test = fmt::format("{}{}", prefill ? "pp" : "tg", tokens), r.batch = batch, r.tokens = tokens;
   r.warmup = warmup;
   r.clock_mhz = ra.clock_mhz, r.clock = ra.clock_source, r.cpu_threads = cpu_threads_json(ra.plan);
+  r.clocks_text = ra.clocks_text(), r.clocks = ra.clocks_json();
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::vector<OpRecord> log = labelled_log(p, devs, from);
   // Time: each step over the pipeline schedule; energy: the whole test's, counters and all.
@@ -217,7 +220,8 @@ int bench(const std::vector<std::string>& args) {
                                                                 {"fraction", *r.roofline_fraction()},
                                                                 {"board_watts", gpu_peaks(r.roofline_gpu).board_watts}}
                                        : nlohmann::ordered_json()},
-                      {"clock_mhz", r.clock_mhz}, {"clock", r.clock}, {"wall_seconds", r.wall_seconds},
+                      {"clock_mhz", r.clock_mhz}, {"clock", r.clock}, {"clocks", r.clocks},
+                      {"wall_seconds", r.wall_seconds},
                       {"cpu_threads", r.cpu_threads}, {"notes", r.notes}});
     }
     std::cout << nlohmann::ordered_json{{"schema_version", 1}, {"model", ra.model}, {"clock_mhz", ra.clock_mhz},
@@ -244,7 +248,7 @@ int bench(const std::vector<std::string>& args) {
           r.tops_per_w(), r.energy, r.wall_seconds);
     std::set<std::string> clocks, rooflines;
     for (const Result& r : results) {
-      clocks.insert(fmt::format("{} MHz ({})", r.clock_mhz, r.clock));
+      clocks.insert(r.clocks_text);
       if (r.roofline_seconds) rooflines.insert(std::string(gpu_peaks(r.roofline_gpu).description));
     }
     std::set<uint32_t> warmups;

@@ -108,12 +108,13 @@ int gemm(const std::vector<std::string>& args) {
         "--fold computes plain int8 x int8 = int32 results: it takes no --precision bf16, --out int8, --bias or "
         "--accumulate");
 
-  const driver::DeviceSpec spec = driver::DeviceSpec::parse(device);
-  if (!vm.count("clock-mhz")) {
-    const auto fmax = estimated_fmax(spec);
-    clock_mhz = fmax ? fmax->mhz : 250;
-  }
+  driver::DeviceSpec spec = driver::DeviceSpec::parse(device);
+  // A simulated device named without a preset is the default engine with the precisions asked for.
+  if (req.bf16 && spec.kind != "xdma" && !spec.options.count("preset")) spec.options["preset"] = "default-bf16";
+  if (!vm.count("clock-mhz")) clock_mhz = accelerator_clock(spec).mhz;
   driver::Device dev(spec);
+  if (req.bf16 && !dev.properties().bf16)
+    throw driver::UsageError(fmt::format("--precision bf16 on {}: {}", dev.properties().spec, driver::no_bf16_reason(spec)));
   if (req.fold) {
     const auto& pr = dev.properties();
     if (!pr.fold)

@@ -135,7 +135,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
     if (me != 0) return 0;
   }
   if (stream) std::cout << "\n\n";
-  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs->macs_per_cycle);
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra, devs->macs_per_cycle);
 
   // The same generation with fp32 on the CPU (unless that is the plan): where do the ids part?
   CpuBackend cpu;
@@ -212,7 +212,7 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
     nlohmann::ordered_json j = {
         {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()},
         {"precision", plan_precision(ra.plan)}, {"clock_mhz", ra.clock_mhz},
-        {"clock", ra.clock_source}, {"cpu_threads", cpu_threads_json(ra.plan)},
+        {"clock", ra.clock_source}, {"clocks", ra.clocks_json()}, {"cpu_threads", cpu_threads_json(ra.plan)},
         {"text", as_text(text)}, {"prompt_ids", ga.prompt_ids}, {"generated_ids", g.ids},
         {"stop", g.stopped_at_end ? "end_of_text" : "max_new_tokens"},
         {"sampling", {{"temperature", ga.sampling.temperature}, {"top_k", ga.sampling.top_k},
@@ -250,8 +250,8 @@ int report(const GenerateArgs& ga, const Gpt2Model& model, Comm* comm, int me, s
                                  r.energy_kind.empty() ? "" : fmt::format("{:.6g}", r.joules), r.energy_kind);
     return 0;
   }
-  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {} MHz ({})\n", ra.model,
-                           cfg.layers, cfg.width, ra.plan.str(), ra.clock_mhz, ra.clock_source);
+  std::cout << fmt::format("model {} ({} layers, width {}), plan {}, accelerator clock {}\n", ra.model, cfg.layers,
+                           cfg.width, ra.plan.str(), ra.clocks_text());
   std::cout << cpu_threads_text(ra.plan) << "\n";
   std::cout << fmt::format("{:<8} {:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "PHASE", "DEVICE",
                            "OP", "CALLS", "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");

@@ -109,7 +109,7 @@ int run_plan(const RunArgs& ra, const Gpt2Model& model, const std::vector<int32_
     ranks = gather(*comm, log, *devs, ra);
     if (me != 0) return 0;
   }
-  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra.clock_mhz, devs->macs_per_cycle);
+  if (!ra.trace_path.empty()) write_trace(ra.trace_path, log, ra, devs->macs_per_cycle);
   if (!ra.dump_dir.empty()) {
     std::filesystem::create_directories(ra.dump_dir);
     write_npy<float>(ra.dump_dir + "/logits.npy", {tokens.size(), model.cfg.vocab}, logits);

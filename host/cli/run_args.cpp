@@ -57,32 +57,44 @@ void RunArgs::add_cpu_threads_option(po::options_description& opts) {
 
 void RunArgs::add_clock_option(po::options_description& opts) {
   opts.add_options()("clock-mhz", po::value(&clock_mhz),
-                     "accelerator clock: its time is cycles / clock (default: the estimated Fmax of the plan's "
-                     "accelerators, the slowest of them; docs/ENERGY.md)");
+                     "accelerator clock: its time is cycles / clock (default: each accelerator's own preset's "
+                     "estimated Fmax; docs/ENERGY.md)");
 }
 
 void RunArgs::resolve_clock(const Plan& p) {
-  if (clock_given) return;
-  clock_mhz = 0;
+  device_clocks.clear();
+  AcceleratorClock slowest;
   for (const Stage& st : p.stages)
     for (const PlanDevice& d : st.devices) {
       if (!d.accelerator()) continue;
-      const auto spec = driver::DeviceSpec::parse(d.spec);
-      const std::string preset = spec.option("preset", "default");
-      const auto f = estimated_fmax(spec);
-      if (!f) {
-        clock_mhz = 250;
-        clock_source = d.kind == "xdma" ? fmt::format("assumed: give {}'s clock with --clock-mhz", d.label)
-                                        : fmt::format("assumed: the {} preset has no Fmax estimate", preset);
-        return;
-      }
-      if (clock_mhz == 0 || f->mhz < clock_mhz) {
-        clock_mhz = f->mhz;
-        clock_source = fmt::format("estimated: the {} preset's Fmax on Artix-7 ({}; static timing of the logic, "
-                                   "without routing: scripts/synth --fmax)", preset, f->limited_by);
-      }
+      const AcceleratorClock c =
+          clock_given ? AcceleratorClock{clock_mhz, clock_source} : accelerator_clock(driver::DeviceSpec::parse(d.spec));
+      device_clocks[d.label] = c;
+      if (slowest.mhz == 0 || c.mhz < slowest.mhz) slowest = c;
     }
-  if (clock_mhz == 0) clock_mhz = 250, clock_source = "assumed: the plan has no accelerator";
+  if (clock_given) return;
+  if (slowest.mhz == 0) slowest = {250, "assumed: the plan has no accelerator"};
+  clock_mhz = slowest.mhz, clock_source = slowest.source;
+}
+
+double RunArgs::clock_of(const std::string& device) const {
+  const auto it = device_clocks.find(device);
+  return it == device_clocks.end() ? clock_mhz : it->second.mhz;
+}
+
+nlohmann::json RunArgs::clocks_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [label, c] : device_clocks) j[label] = {{"mhz", c.mhz}, {"source", c.source}};
+  return j;
+}
+
+std::string RunArgs::clocks_text() const {
+  const bool one = std::all_of(device_clocks.begin(), device_clocks.end(),
+                               [&](const auto& d) { return d.second.mhz == clock_mhz; });
+  if (one) return fmt::format("{} MHz ({})", clock_mhz, clock_source);
+  std::string s;
+  for (const auto& [label, c] : device_clocks) s += fmt::format("{}{} {} MHz ({})", s.empty() ? "" : "; ", label, c.mhz, c.source);
+  return s;
 }
 
 void RunArgs::apply_cpu_threads(const po::variables_map& vm) const {
@@ -168,9 +180,6 @@ void RunArgs::resolve_auto(RunPhase phase, uint32_t new_tokens, Comm* comm) {
   std::vector<PlanDevice> devices = listed.stages[0].devices;
   if (comm)
     for (PlanDevice& d : devices) d.rank_given = true;
-  // The clock: --clock-mhz, or the slowest listed accelerator's; kept for the plan chosen.
-  resolve_clock(listed);
-  clock_given = true;
   const Workload w{phase, batch, seq, new_tokens};
   LinkCosts links;
   if (comm) {
@@ -185,7 +194,8 @@ void RunArgs::resolve_auto(RunPhase phase, uint32_t new_tokens, Comm* comm) {
   std::string chosen;
   if (!comm || comm->rank() == 0) {
     try {
-      auto model = std::make_shared<CostModel>(cfg, devices, w, clock_mhz, true, std::move(links));
+      // Each accelerator at --clock-mhz or its own clock, as the chosen plan's run times it.
+      auto model = std::make_shared<CostModel>(cfg, devices, w, clock_given ? clock_mhz : 0, true, std::move(links));
       auto_plan = choose_plan(*model, devices, microbatches_given ? microbatches : 0);
       costs = std::move(model);
       chosen = fmt::format("{}\n{}", auto_plan->plan.str(), auto_plan->microbatches);

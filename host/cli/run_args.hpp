@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,9 +27,14 @@ struct RunArgs {
   bool auto_requested = false;     // --plan auto: the plan is chosen by resolve_auto
   bool microbatches_given = false;
   uint32_t batch = 1, seq = 0, microbatches = 1;
-  double clock_mhz = 0;            // 0 until resolve_clock: --clock-mhz, or the plan's estimate
+  double clock_mhz = 0;            // 0 until resolve_clock: --clock-mhz, or the slowest accelerator's
   std::string clock_source;        // where clock_mhz comes from, for the reports
   bool clock_given = false;
+  // Each accelerator's clock by its label: --clock-mhz, or its own preset's estimate.
+  std::map<std::string, AcceleratorClock> device_clocks;
+  double clock_of(const std::string& device) const;  // device_clocks', else clock_mhz
+  nlohmann::json clocks_json() const;                // {label: {mhz, source}}
+  std::string clocks_text() const;                   // "F MHz (source)", or per accelerator where they differ
   std::string project_array;       // ASIC what-if: RxC
   uint32_t project_rows = 0, project_cols = 0;
   double project_clock_mhz = 0;    // 0: --clock-mhz
@@ -46,8 +52,8 @@ struct RunArgs {
   void add_profile_ops_option(boost::program_options::options_description& opts);  // run, generate, bench, eval
   // Sets the CPU backend's threads where --cpu-threads was given (finish() calls it).
   void apply_cpu_threads(const boost::program_options::variables_map& vm) const;
-  // The accelerator clock where --clock-mhz did not give it: the slowest estimated Fmax
-  // (rtl/fmax.json) of `plan`'s accelerators' presets, or an assumed 250 MHz where none has one.
+  // Each of `plan`'s accelerators' clocks: --clock-mhz, or its own preset's estimated Fmax
+  // (rtl/fmax.json; an assumed 250 MHz where it has none); clock_mhz is the slowest of them.
   void resolve_clock(const Plan& plan);
   // After parsing: checks the combination, loads the model's configuration, and resolves the
   // plans (default: every layer on rtl:0) and the token shape; throws std::invalid_argument.
@@ -57,8 +63,8 @@ struct RunArgs {
   // Where only one plan can be run (`what`): std::invalid_argument if --plan listed several.
   void require_one_plan(std::string_view what) const;
   // --plan auto: chooses the plan (and the microbatches, unless --microbatches gave them) over
-  // --devices for the workload, at the slowest listed accelerator's clock unless --clock-mhz gives
-  // it; then selects it. Nothing without --plan auto. Under mpirun every rank calls it: the devices
+  // --devices for the workload, each accelerator at its own clock unless --clock-mhz gives one;
+  // then selects it. Nothing without --plan auto. Under mpirun every rank calls it: the devices
   // go on ranks (a model device each without --devices), the ranks time their all-reduces, rank 0
   // plans and the others run its plan.
   void resolve_auto(RunPhase phase, uint32_t new_tokens = 0, Comm* comm = nullptr);

@@ -196,7 +196,7 @@ std::vector<OpRecord> labelled_log(const Pipeline& pipeline, const Devices& devs
 
 // The run as it happened, in wall time: a process per device (the host first), one slice per
 // op, with what the op cost on the device in its arguments.
-void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
+void write_trace(const std::string& path, const std::vector<OpRecord>& log, const RunArgs& ra,
                  const std::map<std::string, uint64_t>& accelerators) {
   nlohmann::json events = nlohmann::json::array();
   std::map<std::string, int> pid = {{"host", 0}};
@@ -213,7 +213,7 @@ void write_trace(const std::string& path, const std::vector<OpRecord>& log, doub
     if (r.cost.macs) args["macs"] = r.cost.macs;
     if (accelerators.count(r.device)) {
       args["cycles"] = r.cost.cycles;
-      args["device_us"] = double(r.cost.cycles) / clock_mhz;
+      args["device_us"] = double(r.cost.cycles) / ra.clock_of(r.device);
       args["bytes"] = r.cost.read_bytes + r.cost.write_bytes;
     }
     events.push_back({{"ph", "X"}, {"name", r.op}, {"cat", r.device == "host" ? "host" : "compute"},
@@ -296,7 +296,6 @@ void predict_traffic(std::vector<RankSummary>& ranks, const Plan& plan, const Ru
 // ops by their time, or, where it has none, projected from its board power over the op's time.
 void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs, const MeasuredEnergies& measured) {
   const EnergyTable& table = ra.energy_table;
-  const double clock_hz = ra.clock_mhz * 1e6;
   std::set<std::string> without;
   std::map<std::string, double> device_seconds;
   for (const OpRow& r : sum.rows) device_seconds[r.device] += r.seconds;
@@ -305,6 +304,7 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs, con
     if (const auto e = devs.engine_of.find(r.device); e != devs.engine_of.end()) {
       const EngineConfig& cfg = e->second;
       const AsicArea area = asic_area(cfg, table);
+      const double clock_hz = ra.clock_of(r.device) * 1e6;  // the accelerator's own
       r.energy_kind = "modelled";
       r.split = accel_energy(r.cost.activity, table, area, clock_hz);
       r.joules = r.split.total();
@@ -314,7 +314,7 @@ void account_energy(RunSummary& sum, const RunArgs& ra, const Devices& devs, con
           fmt::format("modelled: counted actions x the {} energy table ({}); an ASIC of {:.3f} mm^2 ({}x{} MACs, {} "
                       "scratchpad bytes) leaking at {} mW/mm^2 at {} MHz",
                       table.name, table.description, area.total_mm2(), cfg.rows, cfg.cols, area.sram_bytes,
-                      table.static_mw_per_mm2.value, ra.clock_mhz);
+                      table.static_mw_per_mm2.value, ra.clock_of(r.device));
     } else if (const auto g = devs.gpu_of.find(r.device); g != devs.gpu_of.end()) {
       const GpuPeaks* peaks = g->second.first.empty() ? nullptr : &gpu_peaks(g->second.first);
       if (peaks) {  // an unknown GPU has no ceilings
@@ -406,7 +406,7 @@ RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<O
     }
   }
   auto device_seconds = [&](const OpRecord& r) {
-    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_mhz * 1e6);
+    if (devs.macs_per_cycle.count(r.device)) return double(r.cost.cycles) / (ra.clock_of(r.device) * 1e6);
     if (devs.projected.count(r.device)) return r.cost.projected_seconds;
     if (r.device == "host" || r.device.ends_with(":host")) return r.cpu_seconds;
     if (r.op == "allreduce") return fastest.at(collective[&r - log.data()]);
@@ -552,7 +552,7 @@ nlohmann::ordered_json run_json(const RunSummary& sum, const RunArgs& ra) {
   nlohmann::ordered_json j = {
       {"schema_version", 1}, {"model", ra.model}, {"plan", ra.plan.str()}, {"devices", sum.devices},
       {"batch", ra.batch}, {"seq", ra.seq}, {"microbatches", ra.microbatches}, {"clock_mhz", ra.clock_mhz},
-      {"clock", ra.clock_source}, {"cpu_threads", cpu_threads_json(ra.plan)},
+      {"clock", ra.clock_source}, {"clocks", ra.clocks_json()}, {"cpu_threads", cpu_threads_json(ra.plan)},
       {"ops", ops},
       {"numerics", {{"max_abs_err", num.max_abs_err}, {"rel_l2", num.rel_l2}, {"cosine", num.cosine},
                     {"top1_agreement", num.top1_agreement}, {"reference", "fp32 on the host CPU"}}},
@@ -630,9 +630,9 @@ void print_energy_text(const RunSummary& sum, uint64_t tokens, std::string_view 
 
 void print_text(const RunSummary& sum, const RunArgs& ra, const Gpt2Config& cfg) {
   std::cout << fmt::format("model {} ({} layers, width {}), plan {}, batch {} x {} tokens, {} microbatch(es), "
-                           "accelerator clock {} MHz ({})\n",
-                           ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq,
-                           ra.microbatches, ra.clock_mhz, ra.clock_source);
+                           "accelerator clock {}\n",
+                           ra.model, cfg.layers, cfg.width, ra.plan.str(), ra.batch, ra.seq, ra.microbatches,
+                           ra.clocks_text());
   std::cout << cpu_threads_text(ra.plan) << "\n";
   std::cout << fmt::format("{:<28} {:<16} {:>6} {:>12} {:<15} {:>12} {:>14} {:>6} {:>12}\n", "DEVICE", "OP", "CALLS",
                            "TIME (ms)", "", "CYCLES", "MACS", "UTIL", "BYTES");
@@ -727,8 +727,7 @@ void print_comparison(const std::vector<PlanRun>& runs, const RunArgs& ra, const
   std::cout << "\ntime on the devices' clocks over the pipeline schedule (accelerators: cycles / clock; GPUs measured "
                "or projected; the CPU measured); energy of the devices that have a figure\n";
   for (const PlanRun& r : runs)
-    if (r.sum.cycles) std::cout << fmt::format("  {}: clock {} MHz ({})\n", r.args.plan.str(), r.args.clock_mhz,
-                                               r.args.clock_source);
+    if (r.sum.cycles) std::cout << fmt::format("  {}: clock {}\n", r.args.plan.str(), r.args.clocks_text());
   std::map<std::string, std::set<std::string>> projected;  // GPU -> the devices projected as it
   for (const PlanRun& r : runs)
     for (const auto& [spec, gpu] : r.sum.projected) projected[gpu].insert(spec);

@@ -153,7 +153,7 @@ std::vector<RankSummary> gather(Comm& comm, std::vector<OpRecord>& log, Devices&
 RunSummary summarize(const RunArgs& ra, const Devices& devs, const std::vector<OpRecord>& log,
                      std::vector<RankSummary> ranks, const Gpt2Config& cfg, const MeasuredEnergies& measured = {});
 // The run as it happened, in wall time (Chrome trace events).
-void write_trace(const std::string& path, const std::vector<OpRecord>& log, double clock_mhz,
+void write_trace(const std::string& path, const std::vector<OpRecord>& log, const RunArgs& ra,
                  const std::map<std::string, uint64_t>& accelerators);
 // An op's energy fields, where it has a figure: energy_j, energy (its kind), energy_split.
 void add_energy(nlohmann::ordered_json& op, const OpRow& r);

@@ -29,6 +29,7 @@
 #include "tessera/backends/host_ops.hpp"
 #include "tessera/driver/device.hpp"
 #include "tessera/parallel/comm.hpp"
+#include "tessera/runtime/energy.hpp"
 #include "tessera/runtime/transformer.hpp"
 
 namespace tessera {
@@ -578,8 +579,8 @@ CostModel::CostModel(const Gpt2Config& cfg, const std::vector<PlanDevice>& devic
           cost = it->second;
         } else {
           const driver::SimulatedDevice sim = driver::describe_simulated(spec);
-          cost = std::make_shared<AccelCost>(sim.engine, sim.memory, d.precision == GpuPrecision::kBf16, clock_mhz,
-                                             sim.free_bytes, "timing model: the engine's cycles (exact on model, rtl "
+          cost = std::make_shared<AccelCost>(sim.engine, sim.memory, d.precision == GpuPrecision::kBf16,
+                                             clock_mhz > 0 ? clock_mhz : accelerator_clock(spec).mhz, sim.free_bytes, "timing model: the engine's cycles (exact on model, rtl "
                                                              "within 0.1%) at the accelerator clock");
         }
       } else {
@@ -591,7 +592,8 @@ CostModel::CostModel(const Gpt2Config& cfg, const std::vector<PlanDevice>& devic
           throw std::invalid_argument(fmt::format("--devices: {} cannot be opened: {}", d.label, e.what()));
         }
         cost = std::make_shared<AccelCost>(dev->properties().engine(), MemoryModelConfig{},
-                                           d.precision == GpuPrecision::kBf16, clock_mhz, dev->free_bytes(),
+                                           d.precision == GpuPrecision::kBf16,
+                                           clock_mhz > 0 ? clock_mhz : accelerator_clock(spec).mhz, dev->free_bytes(),
                                            "timing model at the card's clock (--clock-mhz), the platform's memory model");
         key = d.spec;
       }

@@ -265,7 +265,16 @@ std::optional<FmaxEstimate> estimated_fmax(std::string_view preset) {
 
 std::optional<FmaxEstimate> estimated_fmax(const driver::DeviceSpec& spec) {
   if (spec.kind == "xdma") return std::nullopt;
-  return estimated_fmax(spec.option("preset", "default"));
+  return estimated_fmax(spec.preset());
+}
+
+AcceleratorClock accelerator_clock(const driver::DeviceSpec& spec) {
+  if (const auto f = estimated_fmax(spec))
+    return {f->mhz, fmt::format("estimated: the {} preset's Fmax on Artix-7 ({}; static timing of the logic, without "
+                                "routing: scripts/synth --fmax)",
+                                spec.preset(), f->limited_by)};
+  return {250, spec.kind == "xdma" ? fmt::format("assumed: give {}'s clock with --clock-mhz", spec.str())
+                                   : fmt::format("assumed: the {} preset has no Fmax estimate", spec.preset())};
 }
 
 EnergySplit accel_energy(const EngineActivity& a, const EnergyTable& t, const AsicArea& area, double clock_hz) {

@@ -8,14 +8,19 @@ import shutil
 import time
 
 from . import baselines, coverage, jobs, report
-from .jobs import KINDS, PRESETS, ROOT
+from .jobs import KINDS, ROOT
+from .presets import PRESETS, QUICK_PRESET
+
+# What --full synthesizes: the small and default engines, each int8-only and with BF16 (large's
+# synthesis takes hours).
+FULL_SYNTH = ["small", "default", "small-bf16", "default-bf16"]
 
 
 def parse_args(doc, argv=None):
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="the small preset, 4 seeds (default)")
-    mode.add_argument("--full", action="store_true", help="every preset, 20 seeds, synthesis of small and default")
+    mode.add_argument("--quick", action="store_true", help=f"the {QUICK_PRESET} preset, 4 seeds (default)")
+    mode.add_argument("--full", action="store_true", help="every preset, 20 seeds, synthesis of the small and default engines")
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, help="random-GEMM seeds per preset")
     seeds.add_argument("--seed", type=int, help="run the random GEMMs with this seed only (reproduces a failure)")
@@ -44,10 +49,10 @@ def parse_args(doc, argv=None):
     args.skip = {s for s in args.skip.split(",") if s}
     if args.skip - set(KINDS):
         ap.error(f"unknown kinds to skip: {', '.join(sorted(args.skip - set(KINDS)))}")
-    args.presets = args.presets.split(",") if args.presets else (PRESETS if args.full else ["small"])
+    args.presets = args.presets.split(",") if args.presets else (PRESETS if args.full else [QUICK_PRESET])
     if set(args.presets) - set(PRESETS):
         ap.error(f"unknown preset in {args.presets}")
-    args.synth_presets = [p for p in (["small", "default"] if args.full else ["small"]) if p in args.presets] \
+    args.synth_presets = [p for p in (FULL_SYNTH if args.full else [QUICK_PRESET]) if p in args.presets] \
         or args.presets[:1]
     if args.seed is not None:
         args.seed_list = [args.seed]

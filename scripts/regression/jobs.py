@@ -8,10 +8,11 @@ import sys
 import time
 
 from . import results
+from .presets import PRESETS, has_bf16, trace_uses_bf16
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
-PRESETS = ["small", "default", "large"]
-# Performance workloads: (name, m, n, k, extra gemm flags). Cheap enough for the small preset.
+# Performance workloads: (name, m, n, k, extra gemm flags). Cheap enough for the small preset. Those
+# in BF16 run on the presets with BF16 only.
 WORKLOADS = [
     ("gemm_64x64x64", 64, 64, 64, []),
     ("gemm_96x256x128_int8", 96, 256, 128, ["--out", "int8", "--bias"]),
@@ -120,18 +121,27 @@ def make_jobs(args):
             out = args.out / f"synth_{p}.json"
             jobs.append(Job("synth", "synth", p, [sys.executable, str(ROOT / "scripts/synth"), "--preset", p,
                                                   "--fmax", "--json", str(out)], env={"SYNTH_JSON": str(out)}, timeout=7200))
+    # The cosim tests of the BF16 precision run on the presets that have it, those of an int8-only
+    # engine on the presets without it.
+    simulated = {"directed", "random"} - args.skip
+    bf16_tests = set(cosim_tests(args, "[bf16]")) if simulated else set()
+    int8_only_tests = set(cosim_tests(args, "[int8-only]")) if simulated else set()
+
+    def fits(name, preset):
+        return name not in (int8_only_tests if has_bf16(preset) else bf16_tests)
+
     if "directed" not in args.skip:
         for name in cosim_tests(args, "~[random]"):
-            for p in args.presets:
+            for p in (q for q in args.presets if fits(name, q)):
                 jobs.append(Job(name, "directed", p, [cosim, name], env={**sim_env, "TESSERA_PRESET": p},
                                 catch2_xml=xml / f"{file_name(name)}_{p}.xml"))
     if "random" not in args.skip:
         # Every randomized test with every seed: one named for a preset ("... on the small preset")
         # on that preset, the others on each preset.
         for name in cosim_tests(args, "[random]"):
-            named = [p for p in ("small", "default", "large") if name.endswith(f" on the {p} preset")]
+            named = [p for p in PRESETS if name.endswith(f" on the {p} preset")]
             for p in (named if named else args.presets):
-                if p not in args.presets:
+                if p not in args.presets or not fits(name, p):
                     continue
                 env = {**sim_env} if named else {**sim_env, "TESSERA_PRESET": p}
                 for seed in args.seed_list:
@@ -139,12 +149,12 @@ def make_jobs(args):
                                     seed=seed, catch2_xml=xml / f"{file_name(name)}_{p}_{seed}.xml"))
     if "replay" not in args.skip:
         for trace in sorted(p.parent for p in (ROOT / "tests/traces").glob("*/trace.json")):
-            for p in args.presets:
+            for p in (q for q in args.presets if has_bf16(q) or not trace_uses_bf16(trace)):
                 jobs.append(Job(f"replay: {trace.name}", "replay", p,
                                 [tessera, "replay", str(trace), "--device", f"rtl?preset={p}", "--json"], env=sim_env))
     if "perf" not in args.skip:
         for name, m, n, k, flags in WORKLOADS:
-            for p in args.presets:
+            for p in (q for q in args.presets if has_bf16(q) or "bf16" not in flags):
                 jobs.append(Job(f"perf: {name}", "perf", p,
                                 [tessera, "gemm", "--device", f"rtl?preset={p}", "--m", str(m), "--n", str(n),
                                  "--k", str(k), *flags, "--json"], env=sim_env))

@@ -1,8 +1,9 @@
 """scripts/mutate: the regression's mutation score over a seeded sample of single-point RTL mutants.
 
-Each mutant is built into a simulator of the small preset in a worker's own tree (a copy of rtl/
-and a build directory, reused from one mutant to the next: Verilator rewrites its C++ and ccache,
-where installed, compiles only the files whose text changed), then `scripts/regress --quick` runs
+Each mutant is built into a simulator of the quick regression's preset (small-bf16: the small engine
+with both precisions) in a worker's own tree (a copy of rtl/ and a build directory, reused from one
+mutant to the next: Verilator rewrites its C++ and ccache, where installed, compiles only the files
+whose text changed), then `scripts/regress --quick` runs
 with that simulator (the equivalence check, synthesis and coverage left out, as for the
 hand-written mutants of tests/mutation). The first failing job kills the mutant and stops its run;
 the regression's lint job (Verilator -Wall) runs last, on the mutants that are left.
@@ -26,6 +27,7 @@ import tomllib
 
 from . import mutants as mutgen
 from .jobs import ROOT
+from .presets import QUICK_PRESET
 
 EQUIVALENT = ROOT / "tests/mutation/equivalent.toml"
 PROGRESS_FAIL = re.compile(r"^\[\d+/\d+\] FAIL (.+?)(?: \([\d.]+ s\))?$")
@@ -73,9 +75,9 @@ def regress_command(host, build, report, seeds, seed_base, jobs=1):
 
 
 def configure(rtl, build, jobs_log):
-    """A build of the small preset's simulator from `rtl`; ccache compiles it where installed."""
+    """A build of the quick preset's simulator from `rtl`; ccache compiles it where installed."""
     cmd = ["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja", f"-DTESSERA_RTL_DIR={rtl}",
-           "-DTESSERA_RTL_PRESETS=small", "-DTESSERA_WITH_CUDA=OFF"]
+           f"-DTESSERA_RTL_PRESETS={QUICK_PRESET}", "-DTESSERA_WITH_CUDA=OFF"]
     if shutil.which("ccache"):
         cmd.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -146,10 +148,10 @@ class Worker:
         self.pristine = None  # the fingerprint of the unmutated RTL's Verilated model
 
     def model_fingerprint(self):
-        """A hash of the small preset's Verilated C++: a mutant whose model is the unmutated one's
-        changed code the small preset does not elaborate."""
+        """A hash of the quick preset's Verilated C++: a mutant whose model is the unmutated one's
+        changed code that preset does not elaborate."""
         h = hashlib.sha1()
-        for f in sorted((self.build / "sim/platform/verilated_small").glob("*.[ch]*")):
+        for f in sorted((self.build / f"sim/platform/verilated_{QUICK_PRESET.replace('-', '_')}").glob("*.[ch]*")):
             h.update(f.name.encode())
             h.update(f.read_bytes())
         return h.hexdigest()
@@ -191,7 +193,7 @@ def run_one(worker, m, args, text):
         return res
     if worker.model_fingerprint() == worker.pristine:
         res.outcome = "unreached"
-        res.detail = "the small preset's Verilated model is the unmutated one's: the code is not elaborated there"
+        res.detail = f"the {QUICK_PRESET} preset's Verilated model is the unmutated one's: the code is not elaborated there"
         res.seconds = time.monotonic() - t0
         return res
     seed_base = int(hashlib.sha1(f"{args.seed}:{m.key}".encode()).hexdigest()[:7], 16)
@@ -220,11 +222,11 @@ def run_one(worker, m, args, text):
         # The regression's lint and synthesis jobs, left out above for time, for the mutants that got
         # this far: Verilator -Wall, then Yosys (a latch, a failed check, multipliers off the DSPs).
         env = {**os.environ, "TESSERA_RTL_DIR": str(worker.rtl)}
-        lint = subprocess.run([str(ROOT / "scripts/lint"), "--preset", "small"], capture_output=True, text=True,
+        lint = subprocess.run([str(ROOT / "scripts/lint"), "--preset", QUICK_PRESET], capture_output=True, text=True,
                               env=env)
         synth = None
         if lint.returncode == 0:
-            synth = subprocess.run([sys.executable, str(ROOT / "scripts/synth"), "--preset", "small"],
+            synth = subprocess.run([sys.executable, str(ROOT / "scripts/synth"), "--preset", QUICK_PRESET],
                                    capture_output=True, text=True, env=env)
         res.seconds = time.monotonic() - t0
         if lint.returncode != 0:
@@ -245,7 +247,7 @@ OUTCOMES = ("killed", "lint", "synth", "timeout", "survived", "unreached", "equi
 
 def score(results):
     """Killed (by a test, by lint or synthesis, or by a hang) over those and the survivors:
-    equivalent, invalid and unreached mutants (code the small preset does not elaborate) are left
+    equivalent, invalid and unreached mutants (code the quick preset does not elaborate) are left
     out; per module and in all."""
     per = {}
     for r in results:
@@ -264,7 +266,7 @@ def report_markdown(args, results, per, seconds):
              f"{args.jobs} workers. Killed by a failing test, by the lint (Verilator -Wall refused the mutant, "
              f"as the regression's lint job would), by synthesis (Yosys refused it, as the regression's synthesis "
              f"job would) or by a hang; equivalent mutants (tests/mutation/equivalent.toml), "
-             f"unreached ones (code the small preset does not elaborate, so the quick regression's simulator is "
+             f"unreached ones (code the quick preset does not elaborate, so the quick regression's simulator is "
              f"the unmutated one) and invalid ones (not legal SystemVerilog) are not counted.", "",
              "| module | mutants | " + " | ".join(OUTCOMES) + " | score |", "|---" * (len(OUTCOMES) + 3) + "|"]
     for module in sorted(per, key=lambda k: (k == "all", k)):

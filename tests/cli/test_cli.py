@@ -63,11 +63,14 @@ for dev in devices:
     j = json.loads(r.stdout) if r.returncode == 0 else {}
     check(f"{dev}: gemm --fold is bit-exact and says its dataflow",
           j.get("bit_exact") is True and j.get("dataflow") == "fold", r.stderr)
-    r = run("gemm", "--device", dev, "--m", "19", "--n", "23", "--k", "41", "--precision", "bf16", "--out", "bf16",
+    # BF16 is on the presets with it: the model device named without a preset is default-bf16 then.
+    bf16_dev = "rtl?preset=small-bf16" if dev.startswith("rtl") else dev
+    r = run("gemm", "--device", bf16_dev, "--m", "19", "--n", "23", "--k", "41", "--precision", "bf16", "--out", "bf16",
             "--bias", "--relu", "--specials", "--json")
     j = json.loads(r.stdout) if r.returncode == 0 else {}
-    check(f"{dev}: gemm --precision bf16 is bit-exact and says its precision and output",
-          j.get("bit_exact") is True and j.get("precision") == "bf16" and j.get("out") == "bf16", r.stderr)
+    check(f"{bf16_dev}: gemm --precision bf16 is bit-exact and says its precision, output and preset",
+          j.get("bit_exact") is True and j.get("precision") == "bf16" and j.get("out") == "bf16"
+          and "bf16" in j.get("device", ""), r.stderr + r.stdout[-300:])
 
 with tempfile.TemporaryDirectory() as tmp:
     r = run("gemm", "--device", "model", "--m", "5", "--n", "7", "--k", "3", "--out", "int8", "--bias",
@@ -124,6 +127,9 @@ for args, needle in [
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--precision", "fp8"), "--precision"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--precision", "bf16", "--out", "int8"), "--out"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "2049", "--precision", "bf16"), "BF16 k_max = 2048"),
+    (("gemm", "--device", "model?preset=small", "--m", "4", "--n", "4", "--k", "4", "--precision", "bf16"),
+     "preset=small-bf16 is the same engine with BF16"),
+    (("gemm", "--device", "model?preset=default&precision=bf16", "--m", "4", "--n", "4", "--k", "4"), "no BF16"),
     (("gemm", "--device", "model", "--m", "4", "--n", "4", "--k", "4", "--specials"), "--specials"),
     (("gemm", "--device", "model?precision=fp16", "--m", "4", "--n", "4", "--k", "4"), "precision"),
     (("validate",), "--device"),
@@ -560,7 +566,7 @@ if WITH_RTL:
     check("run on three RTL simulators at once (a sharded stage, then a second stage): within the numerics targets",
           r.returncode == 0 and {"rtl:0", "rtl:1?preset=small", "rtl:2"} <= {o["device"] for o in j.get("ops", [])}
           and num.get("cosine", 0) >= 0.995 and num.get("top1_agreement", 0) >= 0.95, r.stderr + str(num))
-    r = run("run", "--plan", "0-1@model?preset=small&precision=bf16,0-1@rtl?preset=small&precision=bf16", "--seq", "8",
+    r = run("run", "--plan", "0-1@model?preset=small-bf16&precision=bf16,0-1@rtl?preset=small-bf16&precision=bf16", "--seq", "8",
             "--json")
     runs = (json.loads(r.stdout) if r.returncode == 0 else {}).get("runs", [])
     check("run in bf16 on the RTL: the model's numerics and cycles exactly, within the bf16 targets",

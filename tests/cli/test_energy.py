@@ -75,6 +75,22 @@ if j:
     jc = run_json("--clock-mhz", "100")
     check("--clock-mhz gives the clock", jc and jc["clock_mhz"] == 100 and jc["clock"] == "given: --clock-mhz")
 
+    # Each accelerator at its own configuration's clock: the int8-only default engine and its twin
+    # with BF16 (default-bf16, a slower clock) in one plan; clock_mhz is the slowest.
+    r = run("run", "--model", "tiny", "--plan", "0@model;1@model:1?precision=bf16", "--seq", "8", "--json")
+    jm = json.loads(r.stdout) if r.returncode == 0 else {}
+    clocks = jm.get("clocks", {})
+    int8_mhz, bf16_mhz = (clocks.get(d, {}).get("mhz", 0) for d in ("model:0", "model:1?precision=bf16"))
+    check("each accelerator has its own preset's clock, the slowest is clock_mhz",
+          clocks.get("model:0", {}).get("source", "").startswith("estimated: the default preset's Fmax")
+          and clocks.get("model:1?precision=bf16", {}).get("source", "").startswith("estimated: the default-bf16 preset")
+          and int8_mhz > bf16_mhz > 0 and jm["clock_mhz"] == bf16_mhz, (clocks, r.stderr))
+    accel_ops = [o for o in jm.get("ops", []) if o.get("cycles")]
+    check("an accelerator op's time is its cycles at its own device's clock",
+          {o["device"] for o in accel_ops} == set(clocks)
+          and every(accel_ops, lambda o: close(o["seconds"], o["cycles"] / (clocks[o["device"]]["mhz"] * 1e6))),
+          accel_ops[:2])
+
     # The table is the user's: 45 nm costs more than 7 nm; a table file derived from 45 nm with
     # factors of 1 gives the 45 nm figures exactly.
     j45 = run_json("--energy-table", "45nm")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The timing model against the RTL: for a handful of cheap GEMMs per preset (odd shapes, K > N,
-K < R, the int8 epilogue with bias and ACCUMULATE, BF16 with both outputs, slow and narrow memory)
+K < R, the int8 epilogue with bias and ACCUMULATE, BF16 with both outputs on the presets with BF16,
+slow and narrow memory)
 and a few random ones,
 the `model` device's cycles must be within 2% of the `rtl` device's busy counter, and its bytes
 read and written equal. A correctness check of the model, not a speed goal (scripts/bench-model
@@ -15,8 +16,12 @@ import argparse
 import json
 import os
 import random
+import pathlib
 import subprocess
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+from regression.presets import PRESETS, has_bf16  # noqa: E402
 
 TOLERANCE = 0.02
 CASES = ["1x1x1", "17x33x5", "1x64x64", "64x1x64", "64x64x64", "64x16x512", "64x64x8", "100x70x130",
@@ -25,14 +30,14 @@ CASES = ["1x1x1", "17x33x5", "1x64x64", "64x1x64", "64x64x64", "64x16x512", "64x
          "48x100x200", "40x40x700", "1x64x64+fold", "2x100x130+fold", "1x33x3+fold", "2x16x40+fold",
          "17x33x5+bf16", "64x64x64+bf16", "1x64x200+bf16", "64x128x128+bf16+bf16out+bias+acc",
          "40x40x700+bf16+relu", "64x128x128+bf16@mem_bytes_per_cycle=8"]
-PRESETS = ["small", "default", "large"]
 RANDOM_PER_PRESET = 3
 
 
-def random_case(rng):
-    """A small GEMM with random flags, and now and then another memory system."""
+def random_case(rng, bf16):
+    """A small GEMM with random flags (BF16 where the preset has it), and now and then another memory
+    system."""
     case = f"{rng.randint(1, 96)}x{rng.randint(1, 96)}x{rng.randint(1, 300)}"
-    if rng.random() < 0.3:
+    if rng.random() < 0.3 and bf16:
         case += "+bf16" + ("+bf16out" if rng.random() < 0.5 else "") + ("+relu" if rng.random() < 0.5 else "")
     elif rng.random() < 0.5:
         case += "+int8" + ("+relu" if rng.random() < 0.5 else "")
@@ -69,7 +74,9 @@ def main():
     rng = random.Random(seed)
     passed = failed = 0
     for preset in args.preset or PRESETS:
-        for case in CASES + [random_case(rng) for _ in range(RANDOM_PER_PRESET)]:
+        bf16 = has_bf16(preset)
+        cases = [c for c in CASES if bf16 or "+bf16" not in c]
+        for case in cases + [random_case(rng, bf16) for _ in range(RANDOM_PER_PRESET)]:
             name = f"{preset} {case}"
             try:
                 rtl = gemm(args.rtl_cli or args.tessera, f"rtl?preset={preset}", case)

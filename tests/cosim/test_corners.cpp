@@ -147,7 +147,7 @@ void expect(Mirror& mx, const std::string& what, const Descriptor& d, spec::Erro
 TEST_CASE("cosim errors: every dimension at its limit with one below and one past", "[cosim][errors][corners]") {
   using spec::ErrorCode;
   std::mt19937_64 rng(33);
-  Mirror mx(rtl("default"));
+  Mirror mx(rtl("small-bf16"));  // an engine with both precisions: the BF16 limits too
   const EngineConfig& cfg = mx.config();
   const uint32_t dim = spec::kDimMax;
   for (const uint32_t k : {cfg.k_max - 1, cfg.k_max}) expect(mx, fmt::format("K = {}", k), mx.gemm({.m = 3, .n = 5, .k = k}, rng));
@@ -186,7 +186,7 @@ TEST_CASE("cosim errors: every dimension at its limit with one below and one pas
 TEST_CASE("cosim errors: every stride and quantization parameter at its limit", "[cosim][errors][corners]") {
   using spec::ErrorCode;
   std::mt19937_64 rng(34);
-  Mirror mx(rtl("default"));
+  Mirror mx(rtl("small-bf16"));  // an engine with both precisions: the BF16 limits too
   const uint32_t al = spec::kAlignBytes;
   // A row that fills its stride exactly (the limit), one element short of it, and one past it (the
   // stride one alignment unit short).
@@ -574,7 +574,7 @@ TEST_CASE("cosim corners: BF16 sums near fp32's smallest normal plus zero and su
   const uint64_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  Mirror mx(rtl("small"));
+  Mirror mx(rtl("small-bf16"));
   REQUIRE(mx.config().bf16);
   std::uniform_int_distribution<uint32_t> mantissa(0, 127), exponent(127 - 64, 127 - 52), sign(0, 1);
   const auto tiny_bf16 = [&] { return sign(rng) << 15 | exponent(rng) << 7 | mantissa(rng); };
@@ -607,7 +607,7 @@ TEST_CASE("cosim corners: BF16 infinities against opposite infinities and huge v
   const uint64_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  Mirror mx(rtl("small"));
+  Mirror mx(rtl("small-bf16"));
   REQUIRE(mx.config().bf16);
   const auto pick = [&](std::initializer_list<uint32_t> values) {
     return *(values.begin() + std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng));
@@ -637,7 +637,7 @@ TEST_CASE("cosim corners: BF16 sums whose rounding carries into the next power o
   const uint64_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  Mirror mx(rtl("small"));
+  Mirror mx(rtl("small-bf16"));
   REQUIRE(mx.config().bf16);
   const auto bf16 = [](uint32_t sign, int exp, uint32_t mantissa) {
     return sign << 15 | static_cast<uint32_t>(exp + 127) << 7 | mantissa;
@@ -687,7 +687,7 @@ TEST_CASE("cosim corners: BF16 A rows at the quarter-bank boundary and one past"
   std::mt19937_64 rng(39);
   for (const bool acc : {false, true})
     for (const uint32_t quarter_plus : {0u, 1u}) {
-      Mirror mx(rtl("small"));
+      Mirror mx(rtl("small-bf16"));
       const EngineConfig& cfg = mx.config();
       REQUIRE(cfg.bf16);
       const uint32_t k = cfg.k_max / 4 + quarter_plus;

@@ -49,8 +49,9 @@ std::string fix_crcs(std::string_view text, std::span<const uint8_t> data) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fuzz::ScratchDir dir("replay");
-  // 1 MiB of device memory: every GEMM a trace can name stays small enough to run quickly.
-  static const DeviceSpec spec = DeviceSpec::parse("model?preset=small&mem_mb=1");
+  // 1 MiB of device memory: every GEMM a trace can name stays small enough to run quickly. The
+  // engine has BF16, so BF16 descriptors run too.
+  static const DeviceSpec spec = DeviceSpec::parse("model?preset=small-bf16&mem_mb=1");
   const uint8_t* nul = std::find(data, data + size, uint8_t{0});
   const std::string_view text(reinterpret_cast<const char*>(data), static_cast<size_t>(nul - data));
   if (nul + 1 >= data + size) {  // no data.bin

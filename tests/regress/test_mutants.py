@@ -10,6 +10,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from regression import mutants, mutation  # noqa: E402
+from regression.presets import QUICK_PRESET  # noqa: E402
 
 MODULE = """\
 module m #(
@@ -156,7 +157,7 @@ class Judging(unittest.TestCase):
                 before, after = m.lines(text)
                 self.assertEqual((e["module"], e["before"], e["after"]), (m.module, before.strip(), after.strip()))
                 self.assertTrue(e["reason"])
-                self.assertIn(e.get("scope", "small"), ("small",))
+                self.assertIn(e.get("scope", QUICK_PRESET), (QUICK_PRESET,))
 
     def test_the_regression_stops_at_the_catch(self):
         script = "import time\nprint('[1/9] PASS a', flush=True)\nprint('[2/9] FAIL b', flush=True)\n" \

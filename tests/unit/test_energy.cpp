@@ -87,9 +87,9 @@ TEST_CASE("energy tables: bad ones are named errors", "[unit][energy]") {
   old["area_um2"].erase("mac_bf16");
   CHECK(error_of(old) == "no error");
   const EnergyTable int8_table = EnergyTable::from_json(old, "old.json");
-  EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset("small"));
-  CHECK_THROWS_WITH(asic_area(cfg, int8_table), Catch::Contains("no area_um2.mac_bf16: it cannot size a BF16 engine"));
-  cfg.bf16 = false;
+  CHECK_THROWS_WITH(asic_area(EngineConfig::from_preset(EngineConfig::preset("small-bf16")), int8_table),
+                    Catch::Contains("no area_um2.mac_bf16: it cannot size a BF16 engine"));
+  const EngineConfig cfg = EngineConfig::from_preset(EngineConfig::preset("small"));
   EngineActivity bf16_work;
   bf16_work.macs = bf16_work.bf16_macs = 10;
   CHECK_THROWS_WITH(accel_energy(bf16_work, int8_table, asic_area(cfg, int8_table), 1e8),
@@ -116,15 +116,17 @@ TEST_CASE("energy tables: bad ones are named errors", "[unit][energy]") {
                     Catch::Contains("neither a shipped one (45nm, 16nm, 7nm) nor a readable file"));
 }
 
-TEST_CASE("energy: worked cases on the default preset at 45 nm", "[unit][energy]") {
+TEST_CASE("energy: worked cases on the default engine at 45 nm", "[unit][energy]") {
   const EnergyTable t = EnergyTable::load("45nm");
-  // 256 MACs of 419 um^2 and, with BF16, 5053 um^2 more each; scratchpads 2 x 4096 x (16 + 16) +
-  // 2 x 16 x 16 x 4 + 2 x 16 x 9 = 264480 bytes of 0.346 um^2 bit cells, twice that with the periphery.
-  REQUIRE(kDefault.bf16);
-  EngineConfig int8_only = kDefault;
-  int8_only.bf16 = false;
-  CHECK(asic_area(int8_only, t).array_mm2 == Approx(256 * 419e-6));
-  const AsicArea area = asic_area(kDefault, t);
+  // 256 MACs of 419 um^2 and, with BF16 (default-bf16), 5053 um^2 more each; scratchpads
+  // 2 x 4096 x (16 + 16) + 2 x 16 x 16 x 4 + 2 x 16 x 9 = 264480 bytes of 0.346 um^2 bit cells, twice
+  // that with the periphery.
+  const EngineConfig with_bf16 = EngineConfig::from_preset(EngineConfig::preset("default-bf16"));
+  REQUIRE(!kDefault.bf16);
+  REQUIRE(with_bf16.bf16);
+  CHECK(asic_area(kDefault, t).array_mm2 == Approx(256 * 419e-6));
+  CHECK(asic_area(kDefault, t).sram_bytes == 264480);
+  const AsicArea area = asic_area(with_bf16, t);
   CHECK(area.macs == 256);
   CHECK(area.sram_bytes == 264480);
   CHECK(area.array_mm2 == Approx(256 * (419 + 5053) * 1e-6));

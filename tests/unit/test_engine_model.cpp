@@ -38,6 +38,23 @@ TEST_CASE("model device: properties come from the configuration registers", "[un
   CHECK(p.preset == "large");
 }
 
+TEST_CASE("precisions are a preset's configuration: int8-only presets and their BF16 twins", "[unit][driver]") {
+  CHECK(DeviceSpec::parse("model").preset() == "default");
+  CHECK(DeviceSpec::parse("model?precision=bf16").preset() == "default-bf16");
+  CHECK(DeviceSpec::parse("model?preset=small&precision=bf16").preset() == "small");
+  CHECK_FALSE(Device(DeviceSpec::parse("model")).properties().bf16);
+  Device bf16(DeviceSpec::parse("model?precision=bf16"));
+  CHECK(bf16.properties().bf16);
+  CHECK(bf16.properties().preset == "default-bf16");
+  Device twin(DeviceSpec::parse("model?preset=large-bf16"));
+  CHECK(twin.properties().rows == 32);
+  CHECK(twin.properties().preset == "large-bf16");
+  // An int8-only preset asked for BF16 is bad usage, and the message names the twin with BF16.
+  CHECK_THROWS_WITH(Device(DeviceSpec::parse("model?preset=small&precision=bf16")),
+                    Catch::Contains("no BF16") && Catch::Contains("preset=small-bf16 is the same engine with BF16"));
+  CHECK_THROWS_AS(Device(DeviceSpec::parse("model?preset=small&precision=bf16")), driver::UsageError);
+}
+
 TEST_CASE("allocator: alignment, reuse, exhaustion, bounds", "[unit][driver]") {
   Device dev(DeviceSpec::parse("model?mem_mb=1"));
   uint64_t first;

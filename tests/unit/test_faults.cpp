@@ -98,15 +98,18 @@ const driver::CheckResult* first_failure(const driver::HealthReport& r) {
 }  // namespace
 
 TEST_CASE("health checks pass on a healthy model device at every level", "[unit][health]") {
-  for (const char* preset : {"small", "default", "large"}) {
+  for (const auto& preset : spec::kPresets) {
     driver::HealthOptions o;
     o.level = driver::Level::kStress;
     o.stress_count = 20;
     o.seed = test_seed();
-    const auto r = driver::run_health_checks(DeviceSpec::parse(std::string("model?mem_mb=16&preset=") + preset), o);
+    const auto r = driver::run_health_checks(
+        DeviceSpec::parse("model?mem_mb=16&preset=" + std::string(preset.name)), o);
     for (const auto& t : r.tests) {
-      INFO(preset << " " << t.name << ": " << t.detail);
-      CHECK(t.result == driver::Verdict::kPass);
+      INFO(preset.name << " " << t.name << ": " << t.detail);
+      // An int8-only engine has no BF16 to check: that check alone is skipped, and says why.
+      const bool no_bf16 = t.name == "gemm_known_answer_bf16" && !preset.bf16;
+      CHECK(t.result == (no_bf16 ? driver::Verdict::kSkip : driver::Verdict::kPass));
     }
     CHECK(r.result == driver::Verdict::kPass);
   }

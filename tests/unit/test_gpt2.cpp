@@ -313,7 +313,7 @@ TEST_CASE("the accelerator's bf16 products are the engine's arithmetic on bf16-r
           "[unit][gpt2][accel][bf16]") {
   // K = 3000 is above k_max / 2: two parts, the second adding the first's sums as its C_in (one
   // rounding), which the reference does the same way.
-  driver::Device dev(driver::DeviceSpec::parse("model?preset=small&precision=bf16"));
+  driver::Device dev(driver::DeviceSpec::parse("model?preset=small-bf16&precision=bf16"));
   AccelBackend accel(dev);
   const uint32_t half = dev.properties().k_max / 2;
   for (const auto& [m, n, k] : {std::array<uint32_t, 3>{37, 53, 71}, {3, 20, 3000}}) {

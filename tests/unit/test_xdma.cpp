@@ -33,7 +33,7 @@ struct FakeCard {
     std::vector<uint32_t> regs(1024, 0);
     regs[csr::ID / 4] = id;
     regs[csr::VERSION / 4] = spec::kVersionMajor << 16;
-    regs[csr::CFG_ARRAY / 4] = 16 | (16 << 8) | csr::CFG_ARRAY_BF16_MASK;  // the default preset's
+    regs[csr::CFG_ARRAY / 4] = 16 | (16 << 8) | csr::CFG_ARRAY_BF16_MASK;  // the default-bf16 preset's
     regs[csr::CFG_MEM / 4] = 4096 | (32 << 16) | (16u << 24);
     regs[csr::CFG_ADDR / 4] = 32 | (spec::kAlignBytes << 8);
     std::ofstream(prefix + "_user", std::ios::binary).write(reinterpret_cast<const char*>(regs.data()), 4096);
@@ -71,7 +71,7 @@ TEST_CASE("xdma: registers through the user BAR, data through the DMA nodes", "[
   Device dev(DeviceSpec::parse("xdma:" + card.prefix + "?mem_mb=1"));
   const auto& p = dev.properties();
   CHECK(p.rows == 16);
-  CHECK(p.preset == "default");
+  CHECK(p.preset == "default-bf16");
   CHECK(p.mem_bytes == 1u << 20);
   // The reset set the ring up in the BAR.
   CHECK(card.reg(csr::RING_SIZE) == Device::kRingEntries);

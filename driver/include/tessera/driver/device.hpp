@@ -62,7 +62,13 @@ struct DeviceSpec {
   static DeviceSpec parse(const std::string& text);  // throws UsageError
   std::string str() const;
   std::string option(const std::string& key, const std::string& fallback) const;
+  // A simulated device's preset: preset=, else the default engine with the precision asked for
+  // (`default`, int8 only, or `default-bf16` with precision=bf16).
+  std::string preset() const;
 };
+
+// Why a device without BF16 cannot take BF16 work, naming its preset's twin with BF16 where it has one.
+std::string no_bf16_reason(const DeviceSpec& spec);
 
 // A cosimulation scoreboard's running verdict (rtl backend).
 struct ScoreboardStatus {

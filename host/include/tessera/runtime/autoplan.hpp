@@ -78,7 +78,8 @@ LinkCosts measure_links(Comm& comm, const std::vector<uint64_t>& bytes);
 // and the workload, and shared by every candidate plan.
 class CostModel {
  public:
-  // clock_mhz: the accelerators' clock. Opens nothing that is simulated; a real GPU or card (xdma)
+  // clock_mhz: the accelerators' clock; 0: each at its own preset's (accelerator_clock, energy.hpp).
+  // Opens nothing that is simulated; a real GPU or card (xdma)
   // is opened to be measured or described. Throws std::invalid_argument for a device that is not
   // there. Without host_ops, the host's operations cost nothing: the devices' times alone, which
   // tests compare with a run's exactly.

@@ -117,6 +117,14 @@ std::optional<FmaxEstimate> estimated_fmax(std::string_view preset);
 // The same for a device: its preset's (model, rtl); none for a card (xdma), whose clock is its own.
 std::optional<FmaxEstimate> estimated_fmax(const driver::DeviceSpec& spec);
 
+// The clock an accelerator's cycles are timed at when none is given: its own preset's estimated
+// Fmax, or an assumed 250 MHz (a card, a preset without an estimate), with where it comes from.
+struct AcceleratorClock {
+  double mhz = 0;
+  std::string source;
+};
+AcceleratorClock accelerator_clock(const driver::DeviceSpec& spec);
+
 // The energy of `a` on an engine of `area` at `clock_hz`.
 EnergySplit accel_energy(const EngineActivity& a, const EnergyTable& t, const AsicArea& area, double clock_hz);
 

@@ -127,10 +127,13 @@ struct Preset {
   uint32_t bf16;
 };
 
-inline constexpr std::array<Preset, 3> kPresets{{
-    {"small", 4, 4, 4096, 256, 16, 1},
-    {"default", 16, 16, 4096, 256, 64, 1},
-    {"large", 32, 32, 4096, 512, 64, 1},
+inline constexpr std::array<Preset, 6> kPresets{{
+    {"small", 4, 4, 4096, 256, 16, 0},
+    {"default", 16, 16, 4096, 256, 64, 0},
+    {"large", 32, 32, 4096, 512, 64, 0},
+    {"small-bf16", 4, 4, 4096, 256, 16, 1},
+    {"default-bf16", 16, 16, 4096, 256, 64, 1},
+    {"large-bf16", 32, 32, 4096, 512, 64, 1},
 }};
 
 // Descriptor layout: 32-bit words; 64-bit fields span word and word + 1.
