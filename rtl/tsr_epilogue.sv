@@ -57,6 +57,10 @@ module tsr_epilogue #(
 `ifndef SYNTHESIS
   logic int8;  // the cover points' mode
   assign int8 = !float && cfg_i.out_mode == tsr_pkg::OUT_INT8;
+  // An fp32's class from its magnitude, for the BF16 cover points: 2 NaN, 1 an infinity, 0 other.
+  function automatic logic [1:0] fp_class(logic [30:0] magnitude);
+    return magnitude[30:23] != 8'hff ? 2'd0 : magnitude[22:0] != '0 ? 2'd2 : 2'd1;
+  endfunction
 `endif
 
   for (genvar j = 0; j < Cols; j++) begin : g_lane
@@ -158,6 +162,36 @@ module tsr_epilogue #(
     cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[3] && int8 && zp_sum > 32'($signed(cfg_i.act_max)));
     cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.out_zp[7]);
     cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.act_max[7]);
+    // BF16's special values through each float step of the epilogue (rtl/testplan.toml,
+    // bf16_epilogue_specials): C_in's add, the bias's add, RELU and the rounding to bf16. The
+    // classes are plain signals: Verilator 5.006 miscounted cover properties that called a function.
+    logic [1:0] sum_c, cin_c, acc1_c, bias1_c, acc2_c, acc3_c;  // 2: NaN, 1: an infinity, 0: other
+    logic [15:0] out_bf16;
+    assign sum_c   = fp_class(sum_i[j*32 +: 31]);
+    assign cin_c   = fp_class(cin_i[j*32 +: 31]);
+    assign acc1_c  = fp_class(acc_q[30:0]);
+    assign bias1_c = fp_class(bias1_q[30:0]);
+    assign acc2_c  = fp_class(acc2_q[30:0]);
+    assign acc3_c  = fp_class(acc3_q[30:0]);
+    assign out_bf16 = tsr_fp_pkg::to_bf16(acc3_q);
+    cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
+                                        (sum_c == 2'd2 || cin_c == 2'd2));
+    cov_fp_cin_inf:     cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
+                                        (sum_c == 2'd1 || cin_c == 2'd1));
+    cov_fp_cin_inf_minus_inf: cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
+                                              sum_c == 2'd1 && cin_c == 2'd1 && sum_i[j*32+31] != cin_i[j*32+31]);
+    cov_fp_bias_nan:    cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
+                                        (acc1_c == 2'd2 || bias1_c == 2'd2));
+    cov_fp_bias_inf:    cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
+                                        (acc1_c == 2'd1 || bias1_c == 2'd1));
+    cov_fp_bias_inf_minus_inf: cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
+                                               acc1_c == 2'd1 && bias1_c == 2'd1 && acc_q[31] != bias1_q[31]);
+    cov_fp_relu_nan:    cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.relu && acc2_c == 2'd2);
+    cov_fp_relu_neg_inf: cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.relu && acc2_q == 32'hff800000);
+    cov_fp_out_nan:     cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd2);
+    cov_fp_out_inf:     cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd1);
+    cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd0 &&
+                                              (out_bf16 == 16'h7f80 || out_bf16 == 16'hff80));
 `endif
     assign out8[j*8 +: 8]    = q5_q;
     assign out16[j*16 +: 16] = acc5_q[15:0];

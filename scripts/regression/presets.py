@@ -29,6 +29,11 @@ def preset_params(preset, tool):
     return dict(a[2:].split("=") for a in out.stdout.split())
 
 
+def twin(preset):
+    """The same engine with BF16 (small -> small-bf16), or without it (small-bf16 -> small)."""
+    return preset.removesuffix("-bf16") if preset.endswith("-bf16") else preset + "-bf16"
+
+
 def trace_uses_bf16(trace_dir):
     """Whether a captured trace (tests/traces/NAME) submits a BF16 descriptor: DESC word 0's PRECISION
     field (bits 12-13) is BF16 (1). Such a trace replays on a preset with BF16 only."""

@@ -625,6 +625,12 @@ TEST_CASE("cosim corners: BF16 infinities against opposite infinities and huge v
   const Values one = [] { return 0x3f800000u; };
   descs.push_back(bf16_gemm(mx, rng, {.m = 6, .n = 7, .k = 9, .acc = true}, large, zero, one, {}));
   descs.push_back(bf16_gemm(mx, rng, {.m = 6, .n = 7, .k = 9, .acc = true}, zero, large, one, {}));
+  // And whatever the seed: sums of +inf against a C_in of -inf, and against a bias of -inf.
+  const Values inf = [] { return 0x7f80u; }, bf16_one = [] { return 0x3f80u; };
+  const Values minus_inf = [] { return 0xff800000u; }, zero32 = [] { return 0u; };
+  descs.push_back(bf16_gemm(mx, rng, {.m = 3, .n = 5, .k = 2, .acc = true}, inf, bf16_one, minus_inf, {}));
+  descs.push_back(bf16_gemm(mx, rng, {.m = 3, .n = 5, .k = 2, .bias = true, .acc = true}, inf, bf16_one, zero32,
+                            minus_inf));
   mx.run(descs);
 }
 

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "scripts"))
-from regression import baselines, coverage, report, results  # noqa: E402
+from regression import baselines, coverage, presets, report, results  # noqa: E402
 from regression.jobs import Job  # noqa: E402
 
 
@@ -254,6 +254,21 @@ class Reports(unittest.TestCase):
         self.assertIn("FAIL directed/small/cosim: a test\n     scoreboard: write to 0x10", text)
         self.assertIn("perf: a", text)
         self.assertTrue(text.endswith("regression: FAIL"))
+
+
+class Presets(unittest.TestCase):
+    def test_each_preset_has_its_twin(self):
+        self.assertEqual((presets.twin("small"), presets.twin("large-bf16")), ("small-bf16", "large"))
+        self.assertTrue(all(presets.twin(p) in presets.PRESETS and presets.has_bf16(p) != presets.has_bf16(presets.twin(p))
+                            for p in presets.PRESETS))
+        self.assertEqual([p for p in presets.PRESETS if presets.has_bf16(p)], ["small-bf16", "default-bf16", "large-bf16"])
+        self.assertTrue(presets.has_bf16(presets.QUICK_PRESET))  # the quick regression reaches both datapaths
+
+    def test_traces_with_bf16_gemms(self):
+        traces = HERE.parent / "traces"
+        self.assertTrue(presets.trace_uses_bf16(traces / "tiny_layer_bf16"))
+        self.assertTrue(presets.trace_uses_bf16(traces / "edge_bf16_specials"))
+        self.assertFalse(presets.trace_uses_bf16(traces / "tiny_layer"))
 
 
 if __name__ == "__main__":
