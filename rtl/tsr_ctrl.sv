@@ -241,23 +241,44 @@ module tsr_ctrl #(
                              state_q != CIdle && state_q != CHalted};
 
   // ---------------------------------------------------------------- counters
+  // The increments are registered, so that each 64-bit adder starts at flip-flops and not at the
+  // sequencer's or the buses' logic (those paths were the engine's longest, issue #42): a counter
+  // shows an action the cycle after it. MACS adds macs_q, a register already.
+  logic inc_busy_q, inc_stall_q, inc_rd_q, inc_step_q, inc_tile_q, inc_desc_q;
+  logic [$clog2(AxiDataWidth/8):0] inc_wr_q;
+  logic [15:0] inc_spad_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      {inc_busy_q, inc_stall_q, inc_rd_q, inc_step_q, inc_tile_q, inc_desc_q, inc_wr_q, inc_spad_q} <= '0;
+    end else if (clear_q) begin
+      {inc_busy_q, inc_stall_q, inc_rd_q, inc_step_q, inc_tile_q, inc_desc_q, inc_wr_q, inc_spad_q} <= '0;
+    end else begin
+      inc_busy_q  <= in_flight || state_q == CComplete;
+      inc_stall_q <= state_q == CRun && stall_i;
+      inc_rd_q    <= rd_beat_i;
+      inc_wr_q    <= wr_bytes_i;
+      inc_step_q  <= step_i;
+      inc_tile_q  <= tile_i;
+      inc_desc_q  <= state_q == CWaitDesc && desc_beat_valid_i && desc_beat_last_i;
+      inc_spad_q  <= spad_rd_bytes_i;
+    end
+  end
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       for (int i = 0; i < tsr_pkg::NUM_COUNTERS; i++) cnt_q[i] <= '0;
     end else if (clear_q) begin
       for (int i = 0; i < tsr_pkg::NUM_COUNTERS; i++) cnt_q[i] <= '0;
     end else begin
-      cnt_q[tsr_pkg::CNT_BUSY]     <= cnt_q[tsr_pkg::CNT_BUSY] + 64'(in_flight || state_q == CComplete);
-      cnt_q[tsr_pkg::CNT_STALL]    <= cnt_q[tsr_pkg::CNT_STALL] + 64'(state_q == CRun && stall_i);
+      cnt_q[tsr_pkg::CNT_BUSY]     <= cnt_q[tsr_pkg::CNT_BUSY] + 64'(inc_busy_q);
+      cnt_q[tsr_pkg::CNT_STALL]    <= cnt_q[tsr_pkg::CNT_STALL] + 64'(inc_stall_q);
       cnt_q[tsr_pkg::CNT_MACS]     <= cnt_q[tsr_pkg::CNT_MACS] +
           ((state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) ? 64'(macs_q) : 64'd0);
-      cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (rd_beat_i ? 64'(BeatBytes) : 64'd0);
-      cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(wr_bytes_i);
-      cnt_q[tsr_pkg::CNT_STEPS]    <= cnt_q[tsr_pkg::CNT_STEPS] + 64'(step_i);
-      cnt_q[tsr_pkg::CNT_TILES]    <= cnt_q[tsr_pkg::CNT_TILES] + 64'(tile_i);
-      cnt_q[tsr_pkg::CNT_DESCS]    <= cnt_q[tsr_pkg::CNT_DESCS] +
-          64'(state_q == CWaitDesc && desc_beat_valid_i && desc_beat_last_i);
-      cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] <= cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] + 64'(spad_rd_bytes_i);
+      cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (inc_rd_q ? 64'(BeatBytes) : 64'd0);
+      cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(inc_wr_q);
+      cnt_q[tsr_pkg::CNT_STEPS]    <= cnt_q[tsr_pkg::CNT_STEPS] + 64'(inc_step_q);
+      cnt_q[tsr_pkg::CNT_TILES]    <= cnt_q[tsr_pkg::CNT_TILES] + 64'(inc_tile_q);
+      cnt_q[tsr_pkg::CNT_DESCS]    <= cnt_q[tsr_pkg::CNT_DESCS] + 64'(inc_desc_q);
+      cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] <= cnt_q[tsr_pkg::CNT_SPAD_RD_BYTES] + 64'(inc_spad_q);
     end
   end
   for (genvar i = 0; i < tsr_pkg::NUM_COUNTERS; i++) begin : g_cnt
