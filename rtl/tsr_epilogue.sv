@@ -67,44 +67,61 @@ module tsr_epilogue #(
     // Stage 1: the int32 sum; split the shift into left and right amounts.
     logic signed [31:0] acc_q, acc_d;
     logic        [4:0]  left1_q, right1_q;
-    logic signed [31:0] mult1_q, shl;
+    logic signed [31:0] mult1_q;
     logic signed [7:0]  shift;
     assign shift = $signed(shift_i[j*8 +: 8]);
     assign acc_d = $signed(sum_i[j*32 +: 32]) + (cfg_i.accumulate ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
                    (cfg_i.bias ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
-
-    // Stage 2: x = acc << left (wrapping), product x * mult.
-    assign shl = acc_q <<< left1_q;
-    logic signed [63:0] prod2_q;
-    logic               sat2_q;
-    logic        [4:0]  right2_q;
-    logic signed [31:0] acc2_q;
-
-    // Stage 3: high half of the doubled product, rounded half away from zero; saturation.
-    logic signed [31:0] high3_q, acc3_q;
-    logic        [4:0]  right3_q;
-    logic signed [63:0] nudged;
-    logic signed [63:0] high64;
-    logic               unused_high;
-    assign unused_high = ^high64[63:32];
-    assign nudged = prod2_q + (prod2_q[63] ? -64'sd1073741823 : 64'sd1073741824);
-    // Division by 2^31 truncating toward zero.
-    assign high64 = nudged[63] ? ((nudged + 64'sd2147483647) >>> 31) : (nudged >>> 31);
-
-    // Stage 4: rounding divide by 2^right.
-    logic signed [31:0] div4_q, acc4_q;
-    logic signed [31:0] mask, rem, thr;
-    assign mask = (32'sd1 <<< right3_q) - 32'sd1;
-    assign rem  = high3_q & mask;
-    assign thr  = (mask >>> 1) + (high3_q[31] ? 32'sd1 : 32'sd0);
-
-    // Stage 5: zero point and clamp.
-    logic signed [31:0] zp_sum;
-    logic signed [7:0]  q5_q;
-    logic signed [31:0] acc5_q;
-    assign zp_sum = div4_q + 32'($signed(cfg_i.out_zp));
-
     logic [31:0] bias1_q;  // BF16: the bias, added in stage 2
+
+    // Stage 2: x = acc << left (wrapping) and the multiplier, the DSPs' operands.
+    logic signed [31:0] x2_q, y2_q, acc2_q;
+    logic        [4:0]  right2_q;
+
+    // Stage 3: x * y as four products that each fit a DSP48E1 (25 x 18 signed): the operands'
+    // low 17 bits (unsigned) and high 15 bits (signed). Saturation, and whether x * y < 0.
+    logic        [33:0] ll3_q;           // low x low, unsigned
+    logic signed [32:0] lh3_q, hl3_q;    // low x high, high x low
+    logic signed [29:0] hh3_q;           // high x high
+    logic               sat3_q, neg3_q;
+    logic        [4:0]  right3_q;
+    logic signed [31:0] acc3_q;
+
+    // Stage 4: the middle products' sum; the outer ones side by side (ll < 2^34) plus the rounding
+    // nudge of SaturatingRoundingDoublingHighMul (2^30, or 1 - 2^30 for a negative product).
+    logic signed [33:0] mid4_q;
+    logic signed [63:0] outer4_q;
+    logic               sat4_q;
+    logic        [4:0]  right4_q;
+    logic signed [31:0] acc4_q;
+
+    // Stage 5: the nudged doubled product, x * y + nudge.
+    logic signed [63:0] nudged5_q;
+    logic               sat5_q;
+    logic        [4:0]  right5_q;
+    logic signed [31:0] acc5_q;
+
+    // Stage 6: the high half, nudged / 2^31 truncated toward zero (a negative one with bits below
+    // bit 31 goes up by one); saturated.
+    logic signed [31:0] high6_q, acc6_q;
+    logic        [4:0]  right6_q;
+
+    // Stage 7: rounding divide by 2^right, half away from zero: x >> right, plus one where the
+    // remainder is above half (at or above it for a non-negative x).
+    logic signed [31:0] div7_q, acc7_q;
+    logic        [31:0] below;               // the bits under bit right - 1
+    logic               half, rest, round_up;
+    assign below    = ~(32'hffffffff << right6_q) >> 1;
+    assign half     = right6_q != '0 && high6_q[right6_q - 5'd1];
+    assign rest     = (high6_q & below) != '0;
+    assign round_up = half && (!high6_q[31] || rest);
+
+    // Stage 8: the zero point.
+    logic signed [31:0] zp8_q, acc8_q;
+
+    // Stage 9: the clamp.
+    logic signed [7:0]  q9_q;
+    logic signed [31:0] acc9_q;
 
     always_ff @(posedge clk_i) begin
       acc_q    <= acc_d;
@@ -118,25 +135,49 @@ module tsr_epilogue #(
       else right1_q <= 5'(-shift);
       mult1_q  <= $signed(mult_i[j*32 +: 32]);
 
-      prod2_q  <= shl * mult1_q;
-      sat2_q   <= shl == 32'sh80000000 && mult1_q == 32'sh80000000;
+      x2_q     <= acc_q <<< left1_q;
+      y2_q     <= mult1_q;
       right2_q <= right1_q;
       acc2_q   <= acc_q;
       if (float && cfg_i.bias) acc2_q <= tsr_fp_pkg::add_fp32(acc_q, bias1_q);  // under if: int8 skips it in simulation
 
-      high3_q  <= sat2_q ? 32'sh7fffffff : high64[31:0];
+      ll3_q    <= 34'(x2_q[16:0]) * 34'(y2_q[16:0]);
+      lh3_q    <= $signed({1'b0, x2_q[16:0]}) * $signed(y2_q[31:17]);
+      hl3_q    <= $signed(x2_q[31:17]) * $signed({1'b0, y2_q[16:0]});
+      hh3_q    <= $signed(x2_q[31:17]) * $signed(y2_q[31:17]);
+      sat3_q   <= x2_q == 32'sh80000000 && y2_q == 32'sh80000000;
+      neg3_q   <= (x2_q[31] ^ y2_q[31]) && x2_q != '0 && y2_q != '0;
       right3_q <= right2_q;
       acc3_q   <= acc2_q;
       if (float && cfg_i.relu) acc3_q <= tsr_fp_pkg::relu(acc2_q);
 
-      div4_q   <= (high3_q >>> right3_q) + ((rem > thr) ? 32'sd1 : 32'sd0);
+      mid4_q   <= 34'(lh3_q) + 34'(hl3_q);
+      outer4_q <= $signed({hh3_q, ll3_q}) + (neg3_q ? -64'sd1073741823 : 64'sd1073741824);
+      sat4_q   <= sat3_q;
+      right4_q <= right3_q;
       acc4_q   <= acc3_q;
       if (float && bf16_out) acc4_q <= 32'(tsr_fp_pkg::to_bf16(acc3_q));
 
-      if (zp_sum < 32'($signed(cfg_i.act_min)))      q5_q <= $signed(cfg_i.act_min);
-      else if (zp_sum > 32'($signed(cfg_i.act_max))) q5_q <= $signed(cfg_i.act_max);
-      else                                       q5_q <= zp_sum[7:0];
-      acc5_q   <= acc4_q;
+      nudged5_q <= outer4_q + (64'(mid4_q) <<< 17);
+      sat5_q    <= sat4_q;
+      right5_q  <= right4_q;
+      acc5_q    <= acc4_q;
+
+      high6_q  <= sat5_q ? 32'sh7fffffff
+                         : nudged5_q[62:31] + 32'(nudged5_q[63] && nudged5_q[30:0] != '0);
+      right6_q <= right5_q;
+      acc6_q   <= acc5_q;
+
+      div7_q   <= (high6_q >>> right6_q) + 32'(round_up);
+      acc7_q   <= acc6_q;
+
+      zp8_q    <= div7_q + 32'($signed(cfg_i.out_zp));
+      acc8_q   <= acc7_q;
+
+      if (zp8_q < 32'($signed(cfg_i.act_min)))      q9_q <= $signed(cfg_i.act_min);
+      else if (zp8_q > 32'($signed(cfg_i.act_max))) q9_q <= $signed(cfg_i.act_max);
+      else                                      q9_q <= zp8_q[7:0];
+      acc9_q   <= acc8_q;
     end
 `ifndef SYNTHESIS
     // Cover points of each branch of the int8 requantization (rtl/testplan.toml, requant_corners),
@@ -155,13 +196,13 @@ module tsr_epilogue #(
     cov_rq_mult_zero:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == '0);
     cov_rq_mult_one:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sd1);
     cov_rq_mult_half:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh40000000);
-    cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[1] && int8 && sat2_q);
-    cov_rq_round_up:    cover property (@(posedge clk_i) valid_q[2] && int8 && right3_q != '0 && rem > thr);
-    cov_rq_round_tie:   cover property (@(posedge clk_i) valid_q[2] && int8 && right3_q != '0 && rem == thr);
-    cov_rq_clamp_min:   cover property (@(posedge clk_i) valid_q[3] && int8 && zp_sum < 32'($signed(cfg_i.act_min)));
-    cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[3] && int8 && zp_sum > 32'($signed(cfg_i.act_max)));
-    cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.out_zp[7]);
-    cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[3] && int8 && cfg_i.act_max[7]);
+    cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[2] && int8 && sat3_q);
+    cov_rq_round_up:    cover property (@(posedge clk_i) valid_q[5] && int8 && right6_q != '0 && round_up);
+    cov_rq_round_tie:   cover property (@(posedge clk_i) valid_q[5] && int8 && half && !rest);
+    cov_rq_clamp_min:   cover property (@(posedge clk_i) valid_q[7] && int8 && zp8_q < 32'($signed(cfg_i.act_min)));
+    cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[7] && int8 && zp8_q > 32'($signed(cfg_i.act_max)));
+    cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.out_zp[7]);
+    cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.act_max[7]);
     // BF16's special values through each float step of the epilogue (rtl/testplan.toml,
     // bf16_epilogue_specials): C_in's add, the bias's add, RELU and the rounding to bf16. The
     // classes are plain signals: Verilator 5.006 miscounted cover properties that called a function.
@@ -193,9 +234,9 @@ module tsr_epilogue #(
     cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd0 &&
                                               (out_bf16 == 16'h7f80 || out_bf16 == 16'hff80));
 `endif
-    assign out8[j*8 +: 8]    = q5_q;
-    assign out16[j*16 +: 16] = acc5_q[15:0];
-    assign out32[j*32 +: 32] = acc5_q;
+    assign out8[j*8 +: 8]    = q9_q;
+    assign out16[j*16 +: 16] = acc9_q[15:0];
+    assign out32[j*32 +: 32] = acc9_q;
   end
 
   assign valid_o = valid_q[Latency-1];

@@ -20,7 +20,7 @@ package tsr_pkg;
   localparam int unsigned MAX_WRITES = 16;
   localparam int unsigned STORE_ROWS_PER_ARRAY_ROW = 2;
   localparam int unsigned INFO_DEPTH = 4;
-  localparam int unsigned EPILOGUE_LATENCY = 5;
+  localparam int unsigned EPILOGUE_LATENCY = 9;
   localparam int unsigned PAGE_BYTES = 4096;
   localparam int unsigned MAX_BURST_BEATS = 256;
 

@@ -23,7 +23,7 @@ inline constexpr uint32_t kBeatsBits = 16;
 inline constexpr uint32_t kMaxWrites = 16;
 inline constexpr uint32_t kStoreRowsPerArrayRow = 2;
 inline constexpr uint32_t kInfoDepth = 4;
-inline constexpr uint32_t kEpilogueLatency = 5;
+inline constexpr uint32_t kEpilogueLatency = 9;
 inline constexpr uint32_t kPageBytes = 4096;
 inline constexpr uint32_t kMaxBurstBeats = 256;
 
