@@ -168,7 +168,7 @@ module tsr_epilogue #(
       right6_q <= right5_q;
       acc6_q   <= acc5_q;
 
-      div7_q   <= (high6_q >>> right6_q) + 32'(round_up);
+      div7_q   <= (high6_q >>> right6_q) + (round_up ? 32'sd1 : 32'sd0);  // signed: >>> stays arithmetic
       acc7_q   <= acc6_q;
 
       zp8_q    <= div7_q + 32'($signed(cfg_i.out_zp));
