@@ -47,6 +47,8 @@ module tsr_axi_rd #(
   localparam int unsigned BeatShift = $clog2(BeatBytes);
   localparam int unsigned PageBeats = tsr_pkg::PAGE_BYTES / BeatBytes;
   localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
+  localparam int unsigned PageIdxW = PageW - BeatShift;  // a beat's index within its page
+  localparam int unsigned PageCntW = PageIdxW + 1;       // a count of beats up to a page's
   localparam int unsigned TrackW = TagWidth + BeatsWidth + 1 + AddrWidth;
 
   // The request being split into bursts.
@@ -54,8 +56,9 @@ module tsr_axi_rd #(
   logic [AddrWidth-1:0]  addr_q, addr_d;
   logic [BeatsWidth-1:0] left_q, left_d, done_q, done_d;
   logic [TagWidth-1:0]   tag_q, tag_d;
-  logic [BeatsWidth-1:0] page_left, burst_beats;
-  logic                  ar_fire, last_burst, track_full, track_empty;
+  logic [BeatsWidth-1:0] burst_q, req_burst, rest_burst;  // the current burst's beats, the next's
+  logic                  last_q, req_last, rest_last;      // the burst ends the request
+  logic                  ar_fire, track_full, track_empty;
   logic [$clog2(MaxReads):0] track_count;
   logic [TrackW-1:0]     track_in, track_out;
   logic [TagWidth-1:0]   trk_tag;
@@ -67,25 +70,39 @@ module tsr_axi_rd #(
   logic                  ar_hold_q, ar_hold_d;  // AR valid awaiting ready: must not be withdrawn
   logic [AddrWidth-1:0]  err_addr_q, err_addr_d;
 
-  assign page_left   = BeatsWidth'(PageBeats) - BeatsWidth'(addr_q[PageW-1:BeatShift]);
-  always_comb begin
-    burst_beats = left_q;
-    if (page_left < burst_beats) burst_beats = page_left;
-    if (burst_beats > BeatsWidth'(tsr_pkg::MAX_BURST_BEATS)) burst_beats = BeatsWidth'(tsr_pkg::MAX_BURST_BEATS);
-  end
-  assign last_burst = burst_beats == left_q;
+  // The current burst's length and whether it ends the request are registered with the address
+  // and count they follow from: computed in front of the AR handshake, their adder and comparisons
+  // held the engine's clock down (issue #42). The next burst is worked out both for a new request
+  // and for the rest of this one (after a burst that ends at the page's end or the burst limit),
+  // and the handshake picks one, so that the arithmetic does not wait for it.
+  function automatic logic [BeatsWidth:0] burst_of(logic [BeatsWidth-1:0] left, logic [PageCntW-1:0] page);
+    // {whether it is the request's last, its beats}: min(left, page, MAX_BURST_BEATS), with one
+    // comparison after the page's (the burst limit binds only where a page has more beats)
+    logic [BeatsWidth-1:0] cap;
+    logic                  last;
+    cap = BeatsWidth'(page);
+    if (PageBeats > tsr_pkg::MAX_BURST_BEATS && page > PageCntW'(tsr_pkg::MAX_BURST_BEATS))
+      cap = BeatsWidth'(tsr_pkg::MAX_BURST_BEATS);
+    last = left <= cap;
+    burst_of = {last, last ? left : cap};
+  endfunction
+  assign {req_last, req_burst} =
+      burst_of(req_beats_i, PageCntW'(PageBeats) - PageCntW'(req_addr_i[PageW-1:BeatShift]));
+  assign {rest_last, rest_burst} =
+      burst_of(left_q - burst_q,
+               PageCntW'(PageBeats) - PageCntW'(PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q))));
 
   // After an abort, a request cut short keeps busy_q until the soft reset's clear, which comes with
   // abort already low: no burst may start then, or the clear would forget it while the memory
   // still answers it (found by tsr_fifo_sva's a_fifo_no_pop_when_empty).
   assign m_arvalid_o = busy_q && !track_full && !clear_i && (!abort_i || ar_hold_q);
   assign m_araddr_o  = addr_q;
-  assign m_arlen_o   = 8'(burst_beats - 1'b1);
+  assign m_arlen_o   = 8'(burst_q - 1'b1);
   assign m_arsize_o  = 3'(BeatShift);
   assign m_arburst_o = 2'b01;  // INCR
   assign ar_fire     = m_arvalid_o && m_arready_i;
   // A new request may start in the cycle the last burst of the current one is issued.
-  assign req_ready_o = (!busy_q || (ar_fire && last_burst)) && !abort_i;
+  assign req_ready_o = (!busy_q || (ar_fire && last_q)) && !abort_i;
   assign ar_hold_d   = m_arvalid_o && !m_arready_i;
 
   always_comb begin
@@ -95,10 +112,10 @@ module tsr_axi_rd #(
     done_d = done_q;
     tag_d  = tag_q;
     if (ar_fire) begin
-      busy_d = !last_burst;
-      addr_d = addr_q + (AddrWidth'(burst_beats) << BeatShift);
-      left_d = left_q - burst_beats;
-      done_d = done_q + burst_beats;
+      busy_d = !last_q;
+      addr_d = addr_q + (AddrWidth'(burst_q) << BeatShift);
+      left_d = left_q - burst_q;
+      done_d = done_q + burst_q;
     end
     if (req_valid_i && req_ready_o) begin
       busy_d = 1'b1;
@@ -110,7 +127,7 @@ module tsr_axi_rd #(
     if (clear_i) busy_d = 1'b0;
   end
 
-  assign track_in = {tag_q, done_q, last_burst, addr_q};
+  assign track_in = {tag_q, done_q, last_q, addr_q};
   assign {trk_tag, trk_base, trk_last, trk_addr} = track_out;
 
   tsr_fifo #(.Width(TrackW), .Depth(MaxReads)) u_track (
@@ -124,14 +141,21 @@ module tsr_axi_rd #(
     .count_o(track_count)
   );
 
-  // Every beat is accepted at once: destinations are reserved before a request is made.
-  assign m_rready_o  = 1'b1;
-  assign rsp_valid_o = m_rvalid_i;
-  assign rsp_data_o  = m_rdata_i;
-  assign rsp_tag_o   = trk_tag;
-  assign rsp_beat_o  = trk_base + beat_q;
-  assign rsp_last_o  = m_rlast_i && trk_last;
-  assign rsp_addr_o  = trk_addr;
+  // Every beat is accepted at once: destinations are reserved before a request is made. A beat
+  // leaves registered with its tag, the cycle after it is on the R channel: the scratchpads' write
+  // decode, the fills and the checks behind it then begin at flip-flops (issue #42).
+  assign m_rready_o = 1'b1;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) rsp_valid_o <= 1'b0;
+    else         rsp_valid_o <= m_rvalid_i && !clear_i;
+  end
+  always_ff @(posedge clk_i) begin
+    rsp_data_o <= m_rdata_i;
+    rsp_tag_o  <= trk_tag;
+    rsp_beat_o <= trk_base + beat_q;
+    rsp_last_o <= m_rlast_i && trk_last;
+    rsp_addr_o <= trk_addr;
+  end
 
   always_comb begin
     beat_d = beat_q;
@@ -150,7 +174,7 @@ module tsr_axi_rd #(
 
   assign err_o      = err_q;
   assign err_addr_o = err_addr_q;
-  assign idle_o     = track_empty && !ar_hold_q && (!busy_q || abort_i);
+  assign idle_o     = track_empty && !rsp_valid_o && !ar_hold_q && (!busy_q || abort_i);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -163,6 +187,8 @@ module tsr_axi_rd #(
       err_q      <= 1'b0;
       err_addr_q <= '0;
       ar_hold_q  <= 1'b0;
+      burst_q    <= '0;
+      last_q     <= 1'b0;
     end else begin
       busy_q     <= busy_d;
       addr_q     <= addr_d;
@@ -173,6 +199,13 @@ module tsr_axi_rd #(
       err_q      <= err_d;
       err_addr_q <= err_addr_d;
       ar_hold_q  <= ar_hold_d;
+      if (req_valid_i && req_ready_o) begin
+        burst_q <= req_burst;
+        last_q  <= req_last;
+      end else if (ar_fire) begin
+        burst_q <= rest_burst;
+        last_q  <= rest_last;
+      end
     end
   end
 

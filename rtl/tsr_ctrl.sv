@@ -79,8 +79,9 @@ module tsr_ctrl #(
   logic [63:0] err_addr_q, err_addr_d;
   logic [31:0] err_desc_q, err_desc_d;
   logic        reset_req_q, reset_req_d, clear_q, clear_d;
-  logic [7:0]  chk_code_q, chk_code_d;
-  logic [63:0] chk_addr_q, chk_addr_d;
+  logic        chk_fail;
+  logic [7:0]  chk_code;
+  logic [63:0] chk_addr;
   logic [31:0] mn_q;
   logic [47:0] macs_q;
   // public: the simulator may start the counters near a carry (the rtl option counter_start)
@@ -95,20 +96,28 @@ module tsr_ctrl #(
     .cfg_o
   );
 
+  // Where the head descriptor sits, registered: a new head (CComplete) or ring base (a CSR write,
+  // which comes before the tail's doorbell) is in it by the time CIdle moves on to CFetch.
   logic [63:0] desc_addr;
-  assign desc_addr = ring_base_i + (64'(head_q) << DescShift);
+  always_ff @(posedge clk_i) desc_addr <= ring_base_i + (64'(head_q) << DescShift);
 
   // ---------------------------------------------------------------- descriptor checks
   tsr_desc_check #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(Bf16)) u_check (
+    .clk_i,
     .desc_i     (desc),
     .desc_addr_i(desc_addr),
-    .code_o     (chk_code_d),
-    .addr_o     (chk_addr_d)
+    .fail_o     (chk_fail),   // in CCheck: the checks of the descriptor decoded in CDecode
+    .code_o     (chk_code),
+    .addr_o     (chk_addr)
   );
 
   // ---------------------------------------------------------------- ring checks
-  logic        ring_bad;
-  logic [63:0] ring_bad_val;
+  // Registered, with whether work is pending (head != tail): CIdle acts on the ring as it was the
+  // cycle before, a consistent view, so that a doorbell is seen a cycle later, never without the
+  // checks of its tail. The size's power-of-two test and the value's choice behind the error in
+  // the same cycle were one of the paths that held the clock down (issue #42).
+  logic        ring_bad, ring_bad_q, pending_q;
+  logic [63:0] ring_bad_val, ring_bad_val_q;
   always_comb begin
     ring_bad     = 1'b1;
     ring_bad_val = 64'(ring_size_i);
@@ -135,10 +144,10 @@ module tsr_ctrl #(
     error_now  = 1'b0;
     error_code = tsr_pkg::ERR_NONE;
     error_addr = '0;
-    if (state_q == CCheck && chk_code_q != tsr_pkg::ERR_NONE) begin
+    if (state_q == CCheck && chk_fail) begin
       error_now  = 1'b1;
-      error_code = chk_code_q;
-      error_addr = chk_addr_q;
+      error_code = chk_code;
+      error_addr = chk_addr;
     end else if (in_flight && rd_err_i) begin
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_AXI_RD;
@@ -152,12 +161,12 @@ module tsr_ctrl #(
       error_code = tsr_pkg::ERR_AXI_WR;
       error_addr = 64'(wr_err_addr_i);
     end else if (state_q == CIdle && enable_i && !soft_reset_i && !reset_req_q && !clear_q &&
-                 head_q != ring_tail_i && ring_bad) begin
+                 pending_q && ring_bad_q) begin
       // Not while a soft reset is on its way, whose clear empties the queue: SOFT_RESET written
       // with ENABLE arrives in the same cycle as ENABLE, and reset_req_q a cycle later.
       error_now  = 1'b1;
       error_code = tsr_pkg::ERR_RING;
-      error_addr = ring_bad_val;
+      error_addr = ring_bad_val_q;
     end
   end
 
@@ -180,7 +189,7 @@ module tsr_ctrl #(
 
     unique case (state_q)
       // Not while the soft reset's clear lands: head and tail are being zeroed.
-      CIdle:     if (enable_i && !clear_q && head_q != ring_tail_i) state_d = CFetch;
+      CIdle:     if (enable_i && !clear_q && pending_q) state_d = CFetch;
       CFetch:    if (desc_req_ready_i) state_d = CWaitDesc;
       CWaitDesc: if (desc_beat_valid_i && desc_beat_last_i) state_d = CDecode;
       CDecode:   state_d = CCheck;
@@ -295,8 +304,6 @@ module tsr_ctrl #(
         end
       end
     end
-    chk_code_q <= chk_code_d;
-    chk_addr_q <= chk_addr_d;
     mn_q       <= desc.m[15:0] * desc.n[15:0];
     macs_q     <= 48'(mn_q) * 48'(desc.k[KW:0]);
   end
@@ -312,6 +319,7 @@ module tsr_ctrl #(
       err_desc_q  <= '0;
       reset_req_q <= 1'b0;
       clear_q     <= 1'b0;
+      pending_q   <= 1'b0;
     end else begin
       state_q     <= state_d;
       head_q      <= head_d;
@@ -322,7 +330,12 @@ module tsr_ctrl #(
       err_desc_q  <= err_desc_d;
       reset_req_q <= reset_req_d;
       clear_q     <= clear_d;
+      pending_q   <= !clear_q && head_d != ring_tail_i;  // the clear zeroes the tail as well
     end
+  end
+  always_ff @(posedge clk_i) begin
+    ring_bad_q     <= ring_bad;
+    ring_bad_val_q <= ring_bad_val;
   end
 
   assign err_code_o  = err_code_q;

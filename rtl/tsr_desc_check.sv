@@ -1,6 +1,8 @@
 // The checks the engine makes on a fetched descriptor, in the order and with the meaning of
 // docs/registers.md and the golden model's validate(): the first that fails gives the error code
-// and the value ERR_ADDR reports. Combinational; tsr_ctrl registers the result.
+// and the value ERR_ADDR reports. Each check's outcome is registered (tsr_ctrl's CDecode cycle) and
+// the first failing one is picked from those flip-flops in the next (CCheck): the comparisons and
+// the priority among them in one cycle were one of the paths that held the clock down (issue #42).
 module tsr_desc_check #(
   parameter int unsigned Rows = 16,
   parameter int unsigned Cols = 16,
@@ -8,9 +10,11 @@ module tsr_desc_check #(
   parameter int unsigned AxiDataWidth = 256,
   parameter bit          Bf16 = 1'b0
 ) (
-  input  tsr_pkg::desc_t desc_i,
+  input  logic           clk_i,
+  input  tsr_pkg::desc_t desc_i,        // held from the cycle before code_o is read
   input  logic [63:0]    desc_addr_i,   // where the descriptor sits (ERR_ADDR of descriptor faults)
-  output logic [7:0]     code_o,
+  output logic           fail_o,        // a check of desc_i as it was in the previous cycle failed,
+  output logic [7:0]     code_o,        // the first one's code
   output logic [63:0]    addr_o
 );
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS;
@@ -51,58 +55,68 @@ module tsr_desc_check #(
     chk_val[10] = desc_i.shift_addr;     chk_used[10] = int8;              chk_is_addr[10] = 1'b1;
   end
 
+  // The outcomes, registered: the descriptor's own faults, then per address or stride its
+  // alignment, then the strides against the row lengths, then per address the address width.
+  logic opcode_bad_q, gemm_q, prec_bad_q, mode_bad_q, dim_bad_q, param_bad_q;
+  logic [NumChecked-1:0] align_bad_q, wide_bad_q;
+  logic [3:0] stride_bad_q;  // lda, ldb, ldc, ldcin
+  always_ff @(posedge clk_i) begin
+    opcode_bad_q <= desc_i.opcode != tsr_pkg::OP_GEMM && desc_i.opcode != tsr_pkg::OP_NOP;
+    gemm_q       <= desc_i.opcode == tsr_pkg::OP_GEMM;
+    prec_bad_q   <= prec_bad;
+    mode_bad_q   <= mode_bad || fold_bad_mode;
+    dim_bad_q    <= desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
+                    desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > (bf16 ? 32'(KMax / 2) : 32'(KMax)) ||
+                    fold_bad_dim;
+    param_bad_q  <= int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max);
+    for (int i = 0; i < NumChecked; i++) begin
+      align_bad_q[i] <= chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0;
+      wide_bad_q[i]  <= chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0;
+    end
+    // bf16 operands are two bytes each
+    stride_bad_q[0] <= 33'(desc_i.lda) < (bf16 ? {desc_i.k, 1'b0} : 33'(desc_i.k));
+    stride_bad_q[1] <= 33'(desc_i.ldb) < (bf16 ? {desc_i.n, 1'b0} : 33'(desc_i.n));
+    stride_bad_q[2] <= 34'(desc_i.ldc) < out_row_bytes;
+    stride_bad_q[3] <= desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00};
+  end
+
+  logic [63:0] stride_val [4];
+  assign stride_val[0] = 64'(desc_i.lda);
+  assign stride_val[1] = 64'(desc_i.ldb);
+  assign stride_val[2] = 64'(desc_i.ldc);
+  assign stride_val[3] = 64'(desc_i.ldcin);
+
+  // fail_o is the outcomes' OR (the start of a GEMM waits for it), not code_o's priority
+  assign fail_o = opcode_bad_q || (gemm_q && (prec_bad_q || mode_bad_q || dim_bad_q || param_bad_q ||
+                                              align_bad_q != '0 || stride_bad_q != '0 || wide_bad_q != '0));
   always_comb begin
     code_o = tsr_pkg::ERR_NONE;
     addr_o = '0;
-    if (desc_i.opcode != tsr_pkg::OP_GEMM && desc_i.opcode != tsr_pkg::OP_NOP) begin
+    if (opcode_bad_q) begin
       code_o = tsr_pkg::ERR_OPCODE;
       addr_o = desc_addr_i;
-    end else if (desc_i.opcode == tsr_pkg::OP_GEMM) begin
-      if (prec_bad) begin
+    end else if (gemm_q) begin
+      if (prec_bad_q) begin
         code_o = tsr_pkg::ERR_PRECISION;
         addr_o = desc_addr_i;
-      end else if (mode_bad || fold_bad_mode) begin
+      end else if (mode_bad_q) begin
         code_o = tsr_pkg::ERR_MODE;
         addr_o = desc_addr_i;
-      end else if (desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
-                   desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > (bf16 ? 32'(KMax / 2) : 32'(KMax)) ||
-                   fold_bad_dim) begin
+      end else if (dim_bad_q) begin
         code_o = tsr_pkg::ERR_DIM;
         addr_o = desc_addr_i;
-      end else if (int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max)) begin
+      end else if (param_bad_q) begin
         code_o = tsr_pkg::ERR_PARAM;
         addr_o = desc_addr_i;
-      end else begin
-        for (int i = NumChecked - 1; i >= 0; i--) begin
-          if (chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0) begin
-            code_o = tsr_pkg::ERR_ALIGN;
-            addr_o = chk_val[i];
-          end
-        end
-        if (code_o == tsr_pkg::ERR_NONE) begin
-          // bf16 operands are two bytes each
-          if (33'(desc_i.lda) < (bf16 ? {desc_i.k, 1'b0} : 33'(desc_i.k))) begin
-            code_o = tsr_pkg::ERR_STRIDE;
-            addr_o = 64'(desc_i.lda);
-          end else if (33'(desc_i.ldb) < (bf16 ? {desc_i.n, 1'b0} : 33'(desc_i.n))) begin
-            code_o = tsr_pkg::ERR_STRIDE;
-            addr_o = 64'(desc_i.ldb);
-          end else if (34'(desc_i.ldc) < out_row_bytes) begin
-            code_o = tsr_pkg::ERR_STRIDE;
-            addr_o = 64'(desc_i.ldc);
-          end else if (desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00}) begin
-            code_o = tsr_pkg::ERR_STRIDE;
-            addr_o = 64'(desc_i.ldcin);
-          end
-        end
-        if (code_o == tsr_pkg::ERR_NONE) begin
-          for (int i = NumChecked - 1; i >= 0; i--) begin
-            if (chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0) begin
-              code_o = tsr_pkg::ERR_ADDR;
-              addr_o = chk_val[i];
-            end
-          end
-        end
+      end else if (align_bad_q != '0) begin
+        code_o = tsr_pkg::ERR_ALIGN;
+        for (int i = NumChecked - 1; i >= 0; i--) if (align_bad_q[i]) addr_o = chk_val[i];
+      end else if (stride_bad_q != '0) begin
+        code_o = tsr_pkg::ERR_STRIDE;
+        for (int i = 3; i >= 0; i--) if (stride_bad_q[i]) addr_o = stride_val[i];
+      end else if (wide_bad_q != '0) begin
+        code_o = tsr_pkg::ERR_ADDR;
+        for (int i = NumChecked - 1; i >= 0; i--) if (wide_bad_q[i]) addr_o = chk_val[i];
       end
     end
   end

@@ -1,5 +1,5 @@
-// Synchronous FIFO: registered full/empty, storage without reset (infers RAM for deep/wide uses),
-// first-word-fall-through output.
+// Synchronous FIFO: full/empty from registered pointers, storage without reset (infers RAM for
+// deep/wide uses), first-word-fall-through output.
 module tsr_fifo #(
   parameter int unsigned Width = 8,
   parameter int unsigned Depth = 4   // a power of two, at least 2
@@ -22,7 +22,8 @@ module tsr_fifo #(
   logic do_push, do_pop;
 
   assign count_o = wptr_q - rptr_q;
-  assign full_o  = count_o == (PtrW+1)'(Depth);
+  // full: the pointers differ in the wrap bit only (an equality, where count_o needs a subtract)
+  assign full_o  = wptr_q == {~rptr_q[PtrW], rptr_q[PtrW-1:0]};
   assign empty_o = wptr_q == rptr_q;
   assign data_o  = mem_q[rptr_q[PtrW-1:0]];
 

@@ -1,5 +1,7 @@
 // One processing element of the output-stationary array: an int8 x int8 multiply (registered, so it
-// maps onto a DSP48's M register) feeding an int32 accumulator. The operand that arrives with
+// maps onto a DSP48's M register) feeding an int32 accumulator. The multiply takes the operands
+// from the registers that also forward them to the neighbours, a cycle after they arrive: the
+// multiplier's input then starts at a flip-flop, not at the scratchpads' read ports (issue #42). The operand that arrives with
 // `first` starts a new sum; the one with `last` also copies the finished sum into out_o, where it
 // waits to be read while the accumulator already works on the next tile. Written for simulation
 // speed as well (the whole array is a thousand of these per cycle on the large preset): the three
@@ -31,14 +33,15 @@ module tsr_pe #(
   output logic [31:0]    out_o   // registered: the last finished sum
 );
   logic [OpW-1:0] a_q, b_q;
-  logic [2:0]     ctl_q;  // {valid, first, last}: aligned with the product, and forwarded
+  logic [2:0]     ctl_q;   // {valid, first, last}: aligned with the operands, and forwarded
+  logic [2:0]     ctl2_q;  // the same, aligned with the product
   logic           valid_q, first_q, last_q;
   logic [15:0]    prod_q;  // int8: the product; bf16: the significands' product
   logic [14:0]    info_q;  // bf16: the product's class, sign and exponent
   logic [31:0]    acc_q, sum;
   logic           float_step;
 
-  assign {valid_q, first_q, last_q} = ctl_q;
+  assign {valid_q, first_q, last_q} = ctl2_q;
   assign float_step = Bf16 && bf16_i;
   always_comb begin
     if (float_step) sum = tsr_fp_pkg::fma_step(first_q ? tsr_fp_pkg::NEG_ZERO : acc_q, info_q, prod_q);
@@ -48,11 +51,14 @@ module tsr_pe #(
   // Control: asynchronous reset and soft clear.
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      ctl_q <= '0;
+      ctl_q  <= '0;
+      ctl2_q <= '0;
     end else if (clear_i) begin
-      ctl_q <= '0;
+      ctl_q  <= '0;
+      ctl2_q <= '0;
     end else begin
-      ctl_q <= ctl_i;
+      ctl_q  <= ctl_i;
+      ctl2_q <= ctl_q;
     end
   end
 
@@ -60,10 +66,10 @@ module tsr_pe #(
   always_ff @(posedge clk_i) begin
     a_q    <= a_i;
     b_q    <= b_i;
-    if (Bf16) prod_q <= 16'($signed(tsr_fp_pkg::mul_operand(bf16_i, a_i[7:0])) *
-                            $signed(tsr_fp_pkg::mul_operand(bf16_i, b_i[7:0])));
-    else      prod_q <= 16'($signed(a_i[7:0]) * $signed(b_i[7:0]));
-    if (float_step) info_q <= tsr_fp_pkg::mul_info(16'(a_i), 16'(b_i));
+    if (Bf16) prod_q <= 16'($signed(tsr_fp_pkg::mul_operand(bf16_i, a_q[7:0])) *
+                            $signed(tsr_fp_pkg::mul_operand(bf16_i, b_q[7:0])));
+    else      prod_q <= 16'($signed(a_q[7:0]) * $signed(b_q[7:0]));
+    if (float_step) info_q <= tsr_fp_pkg::mul_info(16'(a_q), 16'(b_q));
     if (valid_q) acc_q <= sum;
     if (valid_q && last_q) out_o <= sum;
   end

@@ -6,7 +6,7 @@
 // addresses A bank s and B bank s, which gives the systolic skew without delaying operand bytes.
 // Because each PE keeps its finished sum in out_q while it starts the next one, tiles stream back
 // to back: a tile may start max(K, Rows, Cols) cycles after the previous one, and row r of a tile
-// is read Cols + 2 + r cycles after its last token, before the next tile overwrites it.
+// is read Cols + 3 + r cycles after its last token, before the next tile overwrites it.
 //
 // With FOLD a tile is one row block of at most Rows/2 rows against 2 x Cols columns: the array's
 // lower band repeats the upper band's rows against the second Cols columns (tsr_array), and the
@@ -75,7 +75,7 @@ module tsr_seq #(
   output logic                    tile_o,           // a tile starts
   output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read this cycle
 );
-  localparam int unsigned Chain = ((Rows > Cols + 3) ? Rows : Cols + 3);
+  localparam int unsigned Chain = ((Rows > Cols + 4) ? Rows : Cols + 4);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
   localparam int unsigned Half = Rows / 2;
@@ -215,7 +215,8 @@ module tsr_seq #(
   assign stall_o = tiles_left && !emit && gap_q == '0;
 
   // ---------------------------------------------------------------- operand token chain
-  logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_bslot_q, tok_nblast_q;
+  logic [Chain-1:0]    tok_valid_q, tok_first_q, tok_last_q, tok_bslot_q;
+  logic [Cols-1:0]     tok_nblast_q;
   logic [Rows-1:0]     tok_arel_q;  // the tile releases its A slot (not a resident A's later tiles)
   logic [1:0]          tok_aslot_q [Rows];
   logic [KW-1:0]       tok_k_q [Chain];
@@ -242,11 +243,16 @@ module tsr_seq #(
   always_ff @(posedge clk_i) begin
     tok_first_q  <= {tok_first_q[Chain-2:0], emit_k == '0};
     tok_last_q   <= {tok_last_q[Chain-2:0], emit_k == k - 1'b1};
+    // The stages the slot releases come from are written only with a token: that keeps them out
+    // of the shift registers (SRLs) the stages before them become, whose outputs are late.
     tok_aslot_q[0] <= tok_aslot_d;
-    for (int s = 1; s < Rows; s++) tok_aslot_q[s] <= tok_aslot_q[s-1];
+    for (int s = 1; s < Rows - 1; s++) tok_aslot_q[s] <= tok_aslot_q[s-1];
+    if (tok_valid_q[Rows-2]) tok_aslot_q[Rows-1] <= tok_aslot_q[Rows-2];
     tok_bslot_q  <= {tok_bslot_q[Chain-2:0], tok_bslot_d};
-    tok_nblast_q <= {tok_nblast_q[Chain-2:0], tok_nblast_d};
-    tok_arel_q   <= {tok_arel_q[Rows-2:0], tok_arel_d};
+    tok_nblast_q[Cols-2:0] <= {tok_nblast_q[Cols-3:0], tok_nblast_d};
+    if (tok_valid_q[Cols-2]) tok_nblast_q[Cols-1] <= tok_nblast_q[Cols-2];
+    tok_arel_q[Rows-2:0] <= {tok_arel_q[Rows-3:0], tok_arel_d};
+    if (tok_valid_q[Rows-2]) tok_arel_q[Rows-1] <= tok_arel_q[Rows-2];
     tok_k_q[0]   <= emit_k[KW-1:0];
     for (int s = 1; s < Chain; s++) tok_k_q[s] <= tok_k_q[s-1];
     tok_ak_q[0]  <= (start_tile ? a_base : str_abase_q) + (Bf16 && bf16_i ? emit_k << 1 : emit_k);
@@ -313,7 +319,7 @@ module tsr_seq #(
   logic [AddrWidth-1:0] ro_tile_addr;
   logic ro_cslot, ro_pslot, ro_nblast, ro_final;
 
-  assign ro_start = tok_valid_q[Cols+2] && tok_last_q[Cols+2];
+  assign ro_start = tok_valid_q[Cols+3] && tok_last_q[Cols+3];
   assign info_pop = ro_start;
   assign ro_on    = ro_start || ro_active_q;
   assign ro_row   = ro_start ? '0 : ro_row_q;

@@ -9,8 +9,9 @@ bind tsr_seq tsr_seq_sva #(.Credits(Credits), .Rows(Rows)) u_sva (
   .a_reread(!a_wait && cfg_i.m > 16'(Rows)), .clear_i, .row_valid_o
 );
 
-bind tsr_axi_rd tsr_axi_rd_sva u_sva (
-  .clk_i, .rst_ni, .abort_i, .m_arvalid_o, .m_arready_i
+bind tsr_axi_rd tsr_axi_rd_sva #(.DataWidth(DataWidth)) u_sva (
+  .clk_i, .rst_ni, .abort_i, .m_arvalid_o, .m_arready_i,
+  .busy(busy_q), .addr(addr_q[PageW-1:0]), .left(left_q), .burst(burst_q), .last(last_q)
 );
 
 bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (
@@ -24,7 +25,7 @@ bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth)
 );
 
 bind tsr_ctrl tsr_ctrl_sva #(.KMax(KMax), .Bf16(Bf16)) u_sva (
-  .clk_i, .check(state_q == CCheck), .desc, .chk_code(chk_code_q), .chk_addr(chk_addr_q), .error_now, .error_code,
+  .clk_i, .check(state_q == CCheck), .desc, .chk_fail, .chk_code, .chk_addr, .error_now, .error_code,
   .fetch(state_q == CIdle && state_d == CFetch), .ring_size(ring_size_i), .ring_tail(ring_tail_i),
   .reset_draining(state_q == CReset && !drained),
   .clear_unsafe(clear_q && enable_i && head_q != ring_tail_i && ring_bad)

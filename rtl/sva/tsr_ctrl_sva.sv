@@ -11,6 +11,7 @@ module tsr_ctrl_sva #(
   input logic           clk_i,
   input logic           check,       // the checked descriptor's result is in chk_code
   input tsr_pkg::desc_t desc,
+  input logic           chk_fail,    // some check failed (the GEMM's start waits for this alone)
   input logic [7:0]     chk_code,
   input logic [63:0]    chk_addr,
   input logic           error_now,   // an error is raised now
@@ -75,4 +76,12 @@ module tsr_ctrl_sva #(
                                          ring_tail == ring_size);
   cov_reset_draining: cover property (@(posedge clk_i) reset_draining);
   cov_reset_clear_ring_bad: cover property (@(posedge clk_i) clear_unsafe);
+
+  always_ff @(posedge clk_i) begin
+    a_ctrl_check_fail_is_code: assert (!check || chk_fail == (chk_code != tsr_pkg::ERR_NONE))
+      else begin
+        $error("the descriptor check's failure flag %0d disagrees with its code %0d", chk_fail, chk_code);
+        tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+      end
+  end
 endmodule

@@ -91,8 +91,9 @@ struct ReadReq {
   bool fill = false;  // its last beat completes the slot (the tag's `last` bit)
 };
 
-// The last beat of a request whose tag completes a slot (or the descriptor): the cycle it is on
-// the R channel, which makes the slot full at the next edge.
+// The last beat of a request whose tag completes a slot (or the descriptor): the cycle it leaves
+// tsr_axi_rd's register, one after it was on the R channel, which makes the slot full at the next
+// edge.
 struct Fill {
   uint64_t at;
   Dest dest;
@@ -437,7 +438,7 @@ void EngineSim::run_train(uint64_t t) {
         return;
       }
       const uint64_t end = issue_burst(ar, burst);
-      if (burst == ax_.beats && ax_.fill) fills_.push({end, ax_.dest, ax_.slot});
+      if (burst == ax_.beats && ax_.fill) fills_.push({end + 1, ax_.dest, ax_.slot});
       ax_.addr += burst * beat_;
       ax_.beats -= burst;
       last = ar;
@@ -497,8 +498,8 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
 
 // A tile's first operand token leaves in cycle t, its last (k = K-1) in T = t + K - 1. Stage s of
 // the token chain holds a token s + 1 cycles after it left: the A slot is free after stage R-1,
-// the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+2
-// and reads a row a cycle; each row then takes one cycle to the epilogue and its five stages.
+// the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+3
+// and reads a row a cycle; each row then takes one cycle to the epilogue and its stages.
 void EngineSim::start_tile(uint64_t t) {
   const uint64_t T = t + k_ - 1;
   const uint32_t vr = cur_vr();
@@ -509,7 +510,7 @@ void EngineSim::start_tile(uint64_t t) {
   const bool final_tile = nblast && sq_cols_left_ <= blk_;
   const uint64_t out_bytes = d_.out_bytes();
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
-  const uint64_t readout = T + cols_ + 3, out = readout + 1 + kEpilogueLatency;
+  const uint64_t readout = T + cols_ + 4, out = readout + 1 + kEpilogueLatency;
   if (a_waits()) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
@@ -597,7 +598,7 @@ void EngineSim::step() {
   }
   if (ar_fire) {
     const uint64_t last = issue_burst(t, burst);
-    if (last_burst && ax_.fill) fills_.push({last, ax_.dest, ax_.slot});
+    if (last_burst && ax_.fill) fills_.push({last + 1, ax_.dest, ax_.slot});
     ax_.addr += burst * beat_;
     ax_.beats -= burst;
     if (last_burst) ax_busy_ = false;
