@@ -49,7 +49,7 @@ module tsr_array #(
   for (genvar i = 0; i < Rows; i++) begin : g_row
     for (genvar j = 0; j < Cols; j++) begin : g_col
       logic [OpW-1:0] a_in, b_in, a_out, b_out;
-      logic [2:0] ctl_in, ctl_out;  // {valid, first, last}
+      logic [2:0] ctl_in, ctl_out, ctl2_in;  // {valid, first, last}; ctl2: see tsr_pe
       if (j == 0 && Fold && i >= Half) begin : g_left_fold
         localparam int unsigned U = i - Half;  // the upper-band row this one repeats with FOLD
         assign a_in   = fold_i ? a_i[U*OpW +: OpW] : a_i[i*OpW +: OpW];
@@ -61,6 +61,11 @@ module tsr_array #(
         assign a_in   = g_row[i].g_col[j-1].a_out;
         assign ctl_in = g_row[i].g_col[j-1].ctl_out;
       end
+      if (j < Cols - 1) begin : g_ctl2
+        assign ctl2_in = g_row[i].g_col[j+1].ctl_out;
+      end else begin : g_ctl2_own
+        assign ctl2_in = '0;
+      end
       if (i == 0) begin : g_top
         assign b_in = b_i[j*OpW +: OpW];
       end else if (Fold && i == Half) begin : g_top_fold
@@ -69,7 +74,7 @@ module tsr_array #(
         assign b_in = g_row[i-1].g_col[j].b_out;
       end
 
-      tsr_pe #(.Bf16(Bf16)) u_pe (
+      tsr_pe #(.Bf16(Bf16), .OwnCtl2(j == Cols - 1)) u_pe (
         .clk_i,
         .rst_ni,
         .clear_i,
@@ -79,6 +84,7 @@ module tsr_array #(
         .b_i    (b_in),
         .a_o    (a_out),
         .ctl_o  (ctl_out),
+        .ctl2_i (ctl2_in),
         .b_o    (b_out),
         .out_o  (sums[i*Cols+j])
       );

@@ -118,6 +118,7 @@ module tsr_ctrl #(
   // the same cycle were one of the paths that held the clock down (issue #42).
   logic        ring_bad, ring_bad_q, pending_q;
   logic [63:0] ring_bad_val, ring_bad_val_q;
+  logic [31:0] head_next_q;  // the head after this one, (head + 1) & (RING_SIZE - 1), ready for CComplete
   always_comb begin
     ring_bad     = 1'b1;
     ring_bad_val = 64'(ring_size_i);
@@ -203,7 +204,7 @@ module tsr_ctrl #(
       end
       CRun:      if (gemm_done_i && store_idle_i) state_d = CComplete;
       CComplete: begin
-        head_d      = (head_q + 1'b1) & (ring_size_i - 1'b1);
+        head_d      = head_next_q;
         completed_d = completed_q + 1'b1;
         last_tag_d  = desc.tag;
         irq_done_o  = desc.irq;
@@ -336,6 +337,7 @@ module tsr_ctrl #(
   always_ff @(posedge clk_i) begin
     ring_bad_q     <= ring_bad;
     ring_bad_val_q <= ring_bad_val;
+    head_next_q    <= (head_d + 1'b1) & (ring_size_i - 1'b1);
   end
 
   assign err_code_o  = err_code_q;

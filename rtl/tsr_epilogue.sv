@@ -105,21 +105,21 @@ module tsr_epilogue #(
     logic signed [31:0] acc5_q;
 
     // Stage 6: the high half, nudged / 2^31 truncated toward zero (a negative one with bits below
-    // bit 31 goes up by one); saturated. Also the masks of the rounding divide's bits: bit right - 1
-    // (half), and the bits under it (below), from the shift alone. right6_q is written only with a
-    // row, which keeps it out of the shift register (SRL) that holds the earlier stages' shifts:
-    // an SRL's output is a nanosecond and a half late.
+    // bit 31 goes up by one); saturated. right6_q is written only with a row, which keeps it out of
+    // the shift register (SRL) that holds the earlier stages' shifts: an SRL's output is a
+    // nanosecond and a half late for the rounding below.
     logic signed [31:0] high6_q, acc6_q;
     logic        [4:0]  right6_q;
-    logic        [31:0] half6_q, below6_q;
 
     // Stage 7: rounding divide by 2^right, half away from zero: x >> right, and whether to add one
     // (the remainder above half, or at half for a non-negative x), added with the zero point next.
     logic signed [31:0] div7_q, acc7_q;
     logic               round7_q;
+    logic        [31:0] below;               // the bits under bit right - 1
     logic               half, rest, round_up;
-    assign half     = (high6_q & half6_q) != '0;
-    assign rest     = (high6_q & below6_q) != '0;
+    assign below    = ~(32'hffffffff << right6_q) >> 1;
+    assign half     = right6_q != '0 && high6_q[right6_q - 5'd1];
+    assign rest     = (high6_q & below) != '0;
     assign round_up = half && (!high6_q[31] || rest);
 
     // Stage 8: the zero point and the rounding's one.
@@ -172,8 +172,6 @@ module tsr_epilogue #(
       high6_q  <= sat5_q ? 32'sh7fffffff
                          : nudged5_q[62:31] + 32'(nudged5_q[63] && nudged5_q[30:0] != '0);
       if (valid_q[4]) right6_q <= right5_q;
-      half6_q  <= right5_q == '0 ? '0 : 32'd1 << (right5_q - 5'd1);
-      below6_q <= ~(32'hffffffff << right5_q) >> 1;
       acc6_q   <= acc5_q;
 
       div7_q   <= high6_q >>> right6_q;  // signed: >>> stays arithmetic

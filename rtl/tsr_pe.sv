@@ -15,6 +15,7 @@
 // in procedural code, so an int8 GEMM does not pay for it in simulation.
 module tsr_pe #(
   parameter bit           Bf16 = 1'b0,
+  parameter bit           OwnCtl2 = 1'b1,  // keep the product's control here, not take ctl2_i
   localparam int unsigned OpW = Bf16 ? 16 : 8
 ) (
   input  logic           clk_i,
@@ -29,19 +30,22 @@ module tsr_pe #(
   // to the right / below
   output logic [OpW-1:0] a_o,
   output logic [2:0]     ctl_o,
+  // {valid, first, last} a cycle after ctl_o, aligned with the product: the right neighbour holds
+  // it (its ctl_o), so only the last column keeps a register of its own (OwnCtl2)
+  input  logic [2:0]     ctl2_i,
   output logic [OpW-1:0] b_o,
   output logic [31:0]    out_o   // registered: the last finished sum
 );
   logic [OpW-1:0] a_q, b_q;
   logic [2:0]     ctl_q;   // {valid, first, last}: aligned with the operands, and forwarded
-  logic [2:0]     ctl2_q;  // the same, aligned with the product
+  logic [2:0]     ctl2;    // the same, aligned with the product
   logic           valid_q, first_q, last_q;
   logic [15:0]    prod_q;  // int8: the product; bf16: the significands' product
   logic [14:0]    info_q;  // bf16: the product's class, sign and exponent
   logic [31:0]    acc_q, sum;
   logic           float_step;
 
-  assign {valid_q, first_q, last_q} = ctl2_q;
+  assign {valid_q, first_q, last_q} = ctl2;
   assign float_step = Bf16 && bf16_i;
   always_comb begin
     if (float_step) sum = tsr_fp_pkg::fma_step(first_q ? tsr_fp_pkg::NEG_ZERO : acc_q, info_q, prod_q);
@@ -51,15 +55,25 @@ module tsr_pe #(
   // Control: asynchronous reset and soft clear.
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      ctl_q  <= '0;
-      ctl2_q <= '0;
+      ctl_q <= '0;
     end else if (clear_i) begin
-      ctl_q  <= '0;
-      ctl2_q <= '0;
+      ctl_q <= '0;
     end else begin
-      ctl_q  <= ctl_i;
-      ctl2_q <= ctl_q;
+      ctl_q <= ctl_i;
     end
+  end
+  if (OwnCtl2) begin : g_own_ctl2
+    logic [2:0] ctl2_q;
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni)      ctl2_q <= '0;
+      else if (clear_i) ctl2_q <= '0;
+      else              ctl2_q <= ctl_q;
+    end
+    assign ctl2 = ctl2_q;
+    logic unused_ctl2;
+    assign unused_ctl2 = ^ctl2_i;
+  end else begin : g_shared_ctl2
+    assign ctl2 = ctl2_i;
   end
 
   // Datapath: no reset, so the multiply and accumulate pack into a DSP48 (the enables are its CE).

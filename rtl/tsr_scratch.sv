@@ -42,7 +42,7 @@ module tsr_scratch #(
   output logic                       desc_valid_o,
   output logic                       perr_o,
   output logic [AddrWidth-1:0]       perr_addr_o,
-  // array operand reads (data the next cycle)
+  // array operand reads (data two cycles later)
   input  logic [Rows*(KW+1)-1:0]     a_rd_addr_i,   // byte in the bank: {slot, k}, or resident A's
   output logic [Rows*OpW-1:0]        a_data_o,
   input  logic [Cols-1:0]            b_rd_slot_i,
@@ -102,10 +102,21 @@ module tsr_scratch #(
   end
 
   // ---------------------------------------------------------------- A banks
+  // A bank's read data comes from a block RAM late in the cycle, too late to choose a byte of the
+  // beat and reach the array in the same one (issue #42): the aligned 16-bit word holding the byte
+  // is chosen within groups of 16 words (a LUT and the slice's two wide multiplexers) and
+  // registered, and the group, the byte and the array's input follow in the next cycle. The B
+  // banks' data is registered likewise, so that both reach the array two cycles after the read.
+  localparam int unsigned Words = AxiDataWidth / 16;
+  localparam int unsigned GroupW = Words > 16 ? 4 : $clog2(Words);  // a word's index in its group
+  localparam int unsigned Groups = Words >> GroupW;
   for (genvar i = 0; i < Rows; i++) begin : g_abank
     logic [AxiDataWidth-1:0] mem [2*WordsPerSlot];
     logic [AxiDataWidth-1:0] rdata_q;
     logic [BeatShift-1:0]    byte_q;
+    logic                    high_q;  // the byte is the word's high one
+    logic [Groups*16-1:0]    pick_q;  // per group, the word at the byte's index within the group
+    logic [15:0]             word;    // the aligned word holding the byte
     logic [KW:0]             ra;
     logic [BankW-1:0]        wbeat;
     // the tag's index is {the row's first beat in the bank, the row}
@@ -115,14 +126,21 @@ module tsr_scratch #(
       if (is_a && t_idx[RowW-1:0] == RowW'(i)) mem[wbeat] <= rsp_data_i;
       rdata_q <= mem[ra[KW:BeatShift]];
       byte_q  <= ra[BeatShift-1:0];
+      for (int g = 0; g < Groups; g++) pick_q[g*16 +: 16] <= rdata_q[(g * (1 << GroupW) + 32'(byte_q[GroupW:1])) * 16 +: 16];
+      high_q  <= byte_q[0];
+    end
+    if (Groups > 1) begin : g_groups
+      logic [BeatShift-GroupW-2:0] group_q;
+      always_ff @(posedge clk_i) group_q <= byte_q[BeatShift-1:GroupW+1];
+      assign word = pick_q[group_q * 16 +: 16];
+    end else begin : g_group
+      assign word = pick_q;
     end
     if (Bf16) begin : g_a16
-      // the aligned 16-bit word holding the byte: a bf16 element, or the int8 one in its half
-      logic [15:0] word;
-      assign word = rdata_q[{byte_q[BeatShift-1:1], 4'b0000} +: 16];
-      assign a_data_o[i*16 +: 16] = bf16_i ? word : {8'd0, byte_q[0] ? word[15:8] : word[7:0]};
+      // a bf16 element, or the int8 one in its half
+      assign a_data_o[i*16 +: 16] = bf16_i ? word : {8'd0, high_q ? word[15:8] : word[7:0]};
     end else begin : g_a8
-      assign a_data_o[i*8 +: 8] = rdata_q[{byte_q, 3'b000} +: 8];
+      assign a_data_o[i*8 +: 8] = high_q ? word[15:8] : word[7:0];
     end
   end
 
@@ -136,21 +154,24 @@ module tsr_scratch #(
     logic [7:0] lane0 [KMax];
     logic [7:0] lane1 [KMax];
     logic [7:0] rdata0_q, rdata1_q, wdata0, wdata1;
+    logic [OpW-1:0] data_q;  // the operand, registered (see the A banks)
+    logic [7:0] data2_q;     // FOLD: the lower band's
     logic       slot_q;
     logic [KW-1:0] rk, rd_k;
     if (Bf16) begin : g_bf16
       assign wdata0 = bf16_i ? shifted[j*16 +: 8] : shifted[j*8 +: 8];
       assign wdata1 = bf16_i ? shifted[j*16+8 +: 8] : fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
-      assign b_data_o[j*16 +: 16] = bf16_i ? {rdata1_q, rdata0_q} : {8'd0, slot_q ? rdata1_q : rdata0_q};
+      always_ff @(posedge clk_i) data_q <= bf16_i ? {rdata1_q, rdata0_q} : {8'd0, slot_q ? rdata1_q : rdata0_q};
     end else if (FoldOk) begin : g_fold
       assign wdata0 = shifted[j*8 +: 8];
       assign wdata1 = fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
-      assign b_data_o[j*8 +: 8] = slot_q ? rdata1_q : rdata0_q;
+      always_ff @(posedge clk_i) data_q <= slot_q ? rdata1_q : rdata0_q;
     end else begin : g_plain
       assign wdata0 = shifted[j*8 +: 8];
       assign wdata1 = shifted[j*8 +: 8];
-      assign b_data_o[j*8 +: 8] = slot_q ? rdata1_q : rdata0_q;
+      always_ff @(posedge clk_i) data_q <= slot_q ? rdata1_q : rdata0_q;
     end
+    assign b_data_o[j*OpW +: OpW] = data_q;
     assign rk   = b_rd_k_i[j*KW +: KW];
     assign rd_k = split ? {b_rd_slot_i[j], rk[KW-2:0]} : rk;
     always_ff @(posedge clk_i) begin
@@ -160,7 +181,8 @@ module tsr_scratch #(
       rdata1_q <= lane1[rd_k];
       slot_q   <= b_rd_slot_i[j] && !split;
     end
-    assign b2_data_o[j*8 +: 8] = rdata1_q;
+    always_ff @(posedge clk_i) data2_q <= rdata1_q;
+    assign b2_data_o[j*8 +: 8] = data2_q;
   end
 
   // ---------------------------------------------------------------- C_in
@@ -199,20 +221,27 @@ module tsr_scratch #(
   assign mult_o  = mult_q[p_slot_i];
   assign shift_o = shift_q[p_slot_i];
 
-  // Shift range check on arrival; t_idx holds the block's valid column count.
+  // Shift range check on arrival; t_idx holds the block's valid column count. Registered: the
+  // error is raised the cycle after the table is written (the beat's alignment shift and the check
+  // in front of the controller were one of the paths that held the clock down, issue #42).
+  logic                 perr;
+  logic [AddrWidth-1:0] perr_addr;
   always_comb begin
-    perr_o      = 1'b0;
-    perr_addr_o = '0;
+    perr      = 1'b0;
+    perr_addr = '0;
     for (int j = Cols - 1; j >= 0; j--) begin
       if (is_shift && IdxW'(j) < t_idx &&
           ($signed(shifted[j*8 +: 8]) < $signed(8'(tsr_pkg::SHIFT_MIN)) ||
            $signed(shifted[j*8 +: 8]) > $signed(8'(tsr_pkg::SHIFT_MAX)))) begin
-        perr_o      = 1'b1;
-        perr_addr_o = rsp_addr_i + AddrWidth'(t_lane) + AddrWidth'(j);
+        perr      = 1'b1;
+        perr_addr = rsp_addr_i + AddrWidth'(t_lane) + AddrWidth'(j);
       end
     end
   end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) perr_o <= 1'b0;
+    else         perr_o <= perr;
+  end
+  always_ff @(posedge clk_i) perr_addr_o <= perr_addr;
 
-  logic unused_rst;
-  assign unused_rst = rst_ni;
 endmodule

@@ -6,7 +6,7 @@
 // addresses A bank s and B bank s, which gives the systolic skew without delaying operand bytes.
 // Because each PE keeps its finished sum in out_q while it starts the next one, tiles stream back
 // to back: a tile may start max(K, Rows, Cols) cycles after the previous one, and row r of a tile
-// is read Cols + 3 + r cycles after its last token, before the next tile overwrites it.
+// is read Cols + 4 + r cycles after its last token, before the next tile overwrites it.
 //
 // With FOLD a tile is one row block of at most Rows/2 rows against 2 x Cols columns: the array's
 // lower band repeats the upper band's rows against the second Cols columns (tsr_array), and the
@@ -75,7 +75,7 @@ module tsr_seq #(
   output logic                    tile_o,           // a tile starts
   output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read this cycle
 );
-  localparam int unsigned Chain = ((Rows > Cols + 4) ? Rows : Cols + 4);
+  localparam int unsigned Chain = ((Rows > Cols + 5) ? Rows : Cols + 5);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
   localparam int unsigned Half = Rows / 2;
@@ -267,17 +267,17 @@ module tsr_seq #(
   end
 
   for (genvar i = 0; i < Rows; i++) begin : g_arow
-    logic v_q, f_q, l_q;
+    logic v1_q, v_q, f1_q, f_q, l1_q, l_q;
     assign a_rd_addr_o[i*(KW+1) +: KW+1] = tok_ak_q[i];
-    // Row flags reach the array with the bank's data, one cycle after the read.
+    // Row flags reach the array with the bank's data, two cycles after the read (tsr_scratch).
     always_ff @(posedge clk_i or negedge rst_ni) begin
-      if (!rst_ni) v_q <= 1'b0;
-      else if (clear_i) v_q <= 1'b0;
-      else v_q <= tok_valid_q[i];
+      if (!rst_ni) {v1_q, v_q} <= '0;
+      else if (clear_i) {v1_q, v_q} <= '0;
+      else {v1_q, v_q} <= {tok_valid_q[i], v1_q};
     end
     always_ff @(posedge clk_i) begin
-      f_q <= tok_first_q[i];
-      l_q <= tok_last_q[i];
+      {f1_q, f_q} <= {tok_first_q[i], f1_q};
+      {l1_q, l_q} <= {tok_last_q[i], l1_q};
     end
     assign row_valid_o[i] = v_q;
     assign row_first_o[i] = f_q;
@@ -319,7 +319,7 @@ module tsr_seq #(
   logic [AddrWidth-1:0] ro_tile_addr;
   logic ro_cslot, ro_pslot, ro_nblast, ro_final;
 
-  assign ro_start = tok_valid_q[Cols+3] && tok_last_q[Cols+3];
+  assign ro_start = tok_valid_q[Cols+4] && tok_last_q[Cols+4];
   assign info_pop = ro_start;
   assign ro_on    = ro_start || ro_active_q;
   assign ro_row   = ro_start ? '0 : ro_row_q;

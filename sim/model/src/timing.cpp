@@ -498,7 +498,7 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
 
 // A tile's first operand token leaves in cycle t, its last (k = K-1) in T = t + K - 1. Stage s of
 // the token chain holds a token s + 1 cycles after it left: the A slot is free after stage R-1,
-// the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+3
+// the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+4
 // and reads a row a cycle; each row then takes one cycle to the epilogue and its stages.
 void EngineSim::start_tile(uint64_t t) {
   const uint64_t T = t + k_ - 1;
@@ -510,7 +510,7 @@ void EngineSim::start_tile(uint64_t t) {
   const bool final_tile = nblast && sq_cols_left_ <= blk_;
   const uint64_t out_bytes = d_.out_bytes();
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
-  const uint64_t readout = T + cols_ + 4, out = readout + 1 + kEpilogueLatency;
+  const uint64_t readout = T + cols_ + 5, out = readout + 1 + kEpilogueLatency;
   if (a_waits()) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
