@@ -35,6 +35,7 @@ module tsr_csr #(
   output logic        soft_reset_o,      // one-cycle pulse
   output logic [63:0] ring_base_o,
   output logic [31:0] ring_size_o,
+  output logic        ring_size_bad_o,   // RING_SIZE is 0, not a power of two, or above the maximum
   output logic [31:0] ring_tail_o,
   // from the engine
   input  logic        clear_i,           // soft reset is taking effect: clear queue state
@@ -55,6 +56,8 @@ module tsr_csr #(
   logic [1:0]  irq_status_q, irq_status_d, irq_enable_q, irq_enable_d;
   logic [63:0] ring_base_q, ring_base_d;
   logic [31:0] ring_size_q, ring_size_d, ring_tail_q, ring_tail_d;
+  // RING_SIZE's check, registered with it: the controller's ring check then starts at flip-flops
+  logic        size_bad_q;
   logic [31:0] cnt_hi_q, cnt_hi_d;     // high word latched when a counter's low word is read
   logic        bvalid_q, bvalid_d, rvalid_q, rvalid_d, soft_reset_q, soft_reset_d;
   logic [31:0] rdata_q, rdata_d;
@@ -174,6 +177,7 @@ module tsr_csr #(
       irq_enable_q <= '0;
       ring_base_q  <= '0;
       ring_size_q  <= '0;
+      size_bad_q   <= 1'b1;
       ring_tail_q  <= '0;
       cnt_hi_q     <= '0;
       bvalid_q     <= 1'b0;
@@ -187,6 +191,8 @@ module tsr_csr #(
       irq_enable_q <= irq_enable_d;
       ring_base_q  <= ring_base_d;
       ring_size_q  <= ring_size_d;
+      size_bad_q   <= ring_size_d == '0 || (ring_size_d & (ring_size_d - 1'b1)) != '0 ||
+                      ring_size_d > tsr_pkg::RING_MAX_ENTRIES;
       ring_tail_q  <= ring_tail_d;
       cnt_hi_q     <= cnt_hi_d;
       bvalid_q     <= bvalid_d;
@@ -200,6 +206,7 @@ module tsr_csr #(
   assign soft_reset_o = soft_reset_q;
   assign ring_base_o  = ring_base_q;
   assign ring_size_o  = ring_size_q;
+  assign ring_size_bad_o = size_bad_q;
   assign ring_tail_o  = ring_tail_q;
   assign irq_o        = |(irq_status_q & irq_enable_q);
 endmodule

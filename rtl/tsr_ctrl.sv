@@ -21,6 +21,7 @@ module tsr_ctrl #(
   input  logic                   soft_reset_i,
   input  logic [63:0]            ring_base_i,
   input  logic [31:0]            ring_size_i,
+  input  logic                   ring_size_bad_i,  // 0, not a power of two, or too large
   input  logic [31:0]            ring_tail_i,
   // to the CSRs
   output logic                   clear_o,
@@ -122,8 +123,7 @@ module tsr_ctrl #(
   always_comb begin
     ring_bad     = 1'b1;
     ring_bad_val = 64'(ring_size_i);
-    if (ring_size_i == '0 || (ring_size_i & (ring_size_i - 1'b1)) != '0 ||
-        ring_size_i > tsr_pkg::RING_MAX_ENTRIES) begin
+    if (ring_size_bad_i) begin
       ring_bad_val = 64'(ring_size_i);
     end else if (ring_base_i[DescShift-1:0] != '0 || ring_base_i[63:AddrWidth] != '0) begin
       ring_bad_val = ring_base_i;
@@ -253,9 +253,12 @@ module tsr_ctrl #(
   // ---------------------------------------------------------------- counters
   // The increments are registered, so that each 64-bit adder starts at flip-flops and not at the
   // sequencer's or the buses' logic (those paths were the engine's longest, issue #42): a counter
-  // shows an action the cycle after it. MACS adds macs_q, a register already.
+  // shows an action the cycle after it. MACS adds macs_q, a register already, and the sum is kept
+  // ready (both change only as a descriptor is decoded or completes, or with the clear).
   logic inc_busy_q, inc_stall_q, inc_rd_q, inc_step_q, inc_tile_q, inc_desc_q;
   logic [$clog2(AxiDataWidth/8):0] inc_wr_q;
+  logic [63:0] macs_sum_q;
+  always_ff @(posedge clk_i) macs_sum_q <= cnt_q[tsr_pkg::CNT_MACS] + 64'(macs_q);
   logic [15:0] inc_spad_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -281,8 +284,7 @@ module tsr_ctrl #(
     end else begin
       cnt_q[tsr_pkg::CNT_BUSY]     <= cnt_q[tsr_pkg::CNT_BUSY] + 64'(inc_busy_q);
       cnt_q[tsr_pkg::CNT_STALL]    <= cnt_q[tsr_pkg::CNT_STALL] + 64'(inc_stall_q);
-      cnt_q[tsr_pkg::CNT_MACS]     <= cnt_q[tsr_pkg::CNT_MACS] +
-          ((state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) ? 64'(macs_q) : 64'd0);
+      if (state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) cnt_q[tsr_pkg::CNT_MACS] <= macs_sum_q;
       cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (inc_rd_q ? 64'(BeatBytes) : 64'd0);
       cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(inc_wr_q);
       cnt_q[tsr_pkg::CNT_STEPS]    <= cnt_q[tsr_pkg::CNT_STEPS] + 64'(inc_step_q);

@@ -55,30 +55,46 @@ module tsr_desc_check #(
     chk_val[10] = desc_i.shift_addr;     chk_used[10] = int8;              chk_is_addr[10] = 1'b1;
   end
 
-  // The outcomes, registered: the descriptor's own faults, then per address or stride its
-  // alignment, then the strides against the row lengths, then per address the address width.
-  logic opcode_bad_q, gemm_q, prec_bad_q, mode_bad_q, dim_bad_q, param_bad_q;
-  logic [NumChecked-1:0] align_bad_q, wide_bad_q;
-  logic [3:0] stride_bad_q;  // lda, ldb, ldc, ldcin
-  always_ff @(posedge clk_i) begin
-    opcode_bad_q <= desc_i.opcode != tsr_pkg::OP_GEMM && desc_i.opcode != tsr_pkg::OP_NOP;
-    gemm_q       <= desc_i.opcode == tsr_pkg::OP_GEMM;
-    prec_bad_q   <= prec_bad;
-    mode_bad_q   <= mode_bad || fold_bad_mode;
-    dim_bad_q    <= desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
-                    desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > (bf16 ? 32'(KMax / 2) : 32'(KMax)) ||
-                    fold_bad_dim;
-    param_bad_q  <= int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max);
+  // The outcomes: the descriptor's own faults, then per address or stride its alignment, then the
+  // strides against the row lengths, then per address the address width.
+  logic opcode_bad, gemm, dim_bad, param_bad;
+  logic [NumChecked-1:0] align_bad, wide_bad;
+  logic [3:0] stride_bad;  // lda, ldb, ldc, ldcin
+  always_comb begin
+    opcode_bad = desc_i.opcode != tsr_pkg::OP_GEMM && desc_i.opcode != tsr_pkg::OP_NOP;
+    gemm       = desc_i.opcode == tsr_pkg::OP_GEMM;
+    dim_bad    = desc_i.m == '0 || desc_i.n == '0 || desc_i.k == '0 || desc_i.m > tsr_pkg::DIM_MAX ||
+                 desc_i.n > tsr_pkg::DIM_MAX || desc_i.k > (bf16 ? 32'(KMax / 2) : 32'(KMax)) || fold_bad_dim;
+    param_bad  = int8 && $signed(desc_i.act_min) > $signed(desc_i.act_max);
     for (int i = 0; i < NumChecked; i++) begin
-      align_bad_q[i] <= chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0;
-      wide_bad_q[i]  <= chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0;
+      align_bad[i] = chk_used[i] && chk_val[i][$clog2(tsr_pkg::ALIGN_BYTES)-1:0] != '0;
+      wide_bad[i]  = chk_used[i] && chk_is_addr[i] && chk_val[i][63:AddrWidth] != '0;
     end
     // bf16 operands are two bytes each
-    stride_bad_q[0] <= 33'(desc_i.lda) < (bf16 ? {desc_i.k, 1'b0} : 33'(desc_i.k));
-    stride_bad_q[1] <= 33'(desc_i.ldb) < (bf16 ? {desc_i.n, 1'b0} : 33'(desc_i.n));
-    stride_bad_q[2] <= 34'(desc_i.ldc) < out_row_bytes;
-    stride_bad_q[3] <= desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00};
+    stride_bad[0] = 33'(desc_i.lda) < (bf16 ? {desc_i.k, 1'b0} : 33'(desc_i.k));
+    stride_bad[1] = 33'(desc_i.ldb) < (bf16 ? {desc_i.n, 1'b0} : 33'(desc_i.n));
+    stride_bad[2] = 34'(desc_i.ldc) < out_row_bytes;
+    stride_bad[3] = desc_i.accumulate && 34'(desc_i.ldcin) < {desc_i.n, 2'b00};
   end
+
+  // The outcomes, registered, and their OR (fail_o: the start of a GEMM waits for it alone).
+  logic opcode_bad_q, gemm_q, prec_bad_q, mode_bad_q, dim_bad_q, param_bad_q, fail_q;
+  logic [NumChecked-1:0] align_bad_q, wide_bad_q;
+  logic [3:0] stride_bad_q;
+  always_ff @(posedge clk_i) begin
+    opcode_bad_q <= opcode_bad;
+    gemm_q       <= gemm;
+    prec_bad_q   <= prec_bad;
+    mode_bad_q   <= mode_bad || fold_bad_mode;
+    dim_bad_q    <= dim_bad;
+    param_bad_q  <= param_bad;
+    align_bad_q  <= align_bad;
+    wide_bad_q   <= wide_bad;
+    stride_bad_q <= stride_bad;
+    fail_q       <= opcode_bad || (gemm && (prec_bad || mode_bad || fold_bad_mode || dim_bad || param_bad ||
+                                            align_bad != '0 || stride_bad != '0 || wide_bad != '0));
+  end
+  assign fail_o = fail_q;
 
   logic [63:0] stride_val [4];
   assign stride_val[0] = 64'(desc_i.lda);
@@ -86,9 +102,6 @@ module tsr_desc_check #(
   assign stride_val[2] = 64'(desc_i.ldc);
   assign stride_val[3] = 64'(desc_i.ldcin);
 
-  // fail_o is the outcomes' OR (the start of a GEMM waits for it), not code_o's priority
-  assign fail_o = opcode_bad_q || (gemm_q && (prec_bad_q || mode_bad_q || dim_bad_q || param_bad_q ||
-                                              align_bad_q != '0 || stride_bad_q != '0 || wide_bad_q != '0));
   always_comb begin
     code_o = tsr_pkg::ERR_NONE;
     addr_o = '0;

@@ -23,7 +23,7 @@ module tsr_epilogue #(
   input  logic [Cols*32-1:0]    sum_i,
   input  logic [Cols*32-1:0]    cin_i,
   input  logic [Cols*32-1:0]    bias_i,
-  input  logic [Cols*32-1:0]    mult_i,
+  input  logic [Cols*32-1:0]    mult_i,   // of the row in stage 1, a cycle after its bias and shifts
   input  logic [Cols*8-1:0]     shift_i,
   input  tsr_pkg::gemm_cfg_t    cfg_i,
   input  logic                  bf16_i,
@@ -70,44 +70,46 @@ module tsr_epilogue #(
     // Stage 1: the int32 sum; split the shift into left and right amounts.
     logic signed [31:0] acc_q, acc_d;
     logic        [4:0]  left1_q, right1_q;
-    logic signed [31:0] mult1_q;
     logic signed [7:0]  shift;
     assign shift = $signed(shift_i[j*8 +: 8]);
     assign acc_d = $signed(sum_i[j*32 +: 32]) + (cfg_i.accumulate ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
                    (cfg_i.bias ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
     logic [31:0] bias1_q;  // BF16: the bias, added in stage 2
 
-    // Stage 2: x = acc << left (wrapping) and the multiplier, the DSPs' operands.
+    // Stage 2: x = acc << left (wrapping) and the multiplier, the DSPs' operands. The multiplier is
+    // read from the table here, with the slot of the row in stage 1 (mult_i), not registered twice.
     logic signed [31:0] x2_q, y2_q, acc2_q;
     logic        [4:0]  right2_q;
 
     // Stage 3: x * y as four products that each fit a DSP48E1 (25 x 18 signed): the operands'
-    // low 17 bits (unsigned) and high 15 bits (signed). Saturation, and whether x * y < 0.
+    // low 17 bits (unsigned) and high 15 bits (signed). Saturation (the one product that overflows).
     logic        [33:0] ll3_q;           // low x low, unsigned
     logic signed [32:0] lh3_q, hl3_q;    // low x high, high x low
     logic signed [29:0] hh3_q;           // high x high
-    logic               sat3_q, neg3_q;
+    logic               sat3_q;
     logic        [4:0]  right3_q;
     logic signed [31:0] acc3_q;
 
-    // Stage 4: the middle products' sum; the outer ones side by side (ll < 2^34) plus the rounding
-    // nudge of SaturatingRoundingDoublingHighMul (2^30, or 1 - 2^30 for a negative product).
+    // SaturatingRoundingDoublingHighMul is floor((x * y + 2^30) / 2^31): TFLite's nudge, 2^30 or
+    // 1 - 2^30 by the product's sign, and its division toward zero come to that for either sign.
+    // Stage 4: the middle products' sum; the low product plus 2^30 (< 2^35); the high product.
     logic signed [33:0] mid4_q;
-    logic signed [63:0] outer4_q;
+    logic        [34:0] low4_q;
+    logic signed [29:0] hh4_q;
     logic               sat4_q;
     logic        [4:0]  right4_q;
     logic signed [31:0] acc4_q;
 
-    // Stage 5: the nudged doubled product, x * y + nudge.
-    logic signed [63:0] nudged5_q;
+    // Stage 5: low + mid x 2^17, of which only the bits from 31 up matter now; the high product.
+    logic signed [20:0] sum5_q;          // bits 51..31
+    logic signed [29:0] hh5_q;
     logic               sat5_q;
     logic        [4:0]  right5_q;
     logic signed [31:0] acc5_q;
 
-    // Stage 6: the high half, nudged / 2^31 truncated toward zero (a negative one with bits below
-    // bit 31 goes up by one); saturated. right6_q is written only with a row, which keeps it out of
-    // the shift register (SRL) that holds the earlier stages' shifts: an SRL's output is a
-    // nanosecond and a half late for the rounding below.
+    // Stage 6: the high half, (hh x 2^34 + sum) / 2^31; saturated. right6_q is written only with a
+    // row, which keeps it out of the shift register (SRL) that holds the earlier stages' shifts:
+    // an SRL's output is a nanosecond and a half late for the rounding below.
     logic signed [31:0] high6_q, acc6_q;
     logic        [4:0]  right6_q;
 
@@ -139,10 +141,9 @@ module tsr_epilogue #(
       right1_q <= 5'd0;
       if (shift > 8'sd0) left1_q <= shift[4:0];
       else right1_q <= 5'(-shift);
-      mult1_q  <= $signed(mult_i[j*32 +: 32]);
 
       x2_q     <= acc_q <<< left1_q;
-      y2_q     <= mult1_q;
+      y2_q     <= $signed(mult_i[j*32 +: 32]);
       right2_q <= right1_q;
       acc2_q   <= acc_q;
       if (float && cfg_i.bias) acc2_q <= tsr_fp_pkg::add_fp32(acc_q, bias1_q);  // under if: int8 skips it in simulation
@@ -152,25 +153,25 @@ module tsr_epilogue #(
       hl3_q    <= $signed(x2_q[31:17]) * $signed({1'b0, y2_q[16:0]});
       hh3_q    <= $signed(x2_q[31:17]) * $signed(y2_q[31:17]);
       sat3_q   <= x2_q == 32'sh80000000 && y2_q == 32'sh80000000;
-      neg3_q   <= (x2_q[31] ^ y2_q[31]) && x2_q != '0 && y2_q != '0;
       right3_q <= right2_q;
       acc3_q   <= acc2_q;
       if (float && cfg_i.relu) acc3_q <= tsr_fp_pkg::relu(acc2_q);
 
       mid4_q   <= 34'(lh3_q) + 34'(hl3_q);
-      outer4_q <= $signed({hh3_q, ll3_q}) + (neg3_q ? -64'sd1073741823 : 64'sd1073741824);
+      low4_q   <= 35'(ll3_q) + 35'(1 << 30);
+      hh4_q    <= hh3_q;
       sat4_q   <= sat3_q;
       right4_q <= right3_q;
       acc4_q   <= acc3_q;
       if (float && bf16_out) acc4_q <= 32'(tsr_fp_pkg::to_bf16(acc3_q));
 
-      nudged5_q <= outer4_q + (64'(mid4_q) <<< 17);
-      sat5_q    <= sat4_q;
-      right5_q  <= right4_q;
-      acc5_q    <= acc4_q;
+      sum5_q   <= 21'((52'(low4_q) + (52'(mid4_q) <<< 17)) >>> 31);
+      hh5_q    <= hh4_q;
+      sat5_q   <= sat4_q;
+      right5_q <= right4_q;
+      acc5_q   <= acc4_q;
 
-      high6_q  <= sat5_q ? 32'sh7fffffff
-                         : nudged5_q[62:31] + 32'(nudged5_q[63] && nudged5_q[30:0] != '0);
+      high6_q  <= sat5_q ? 32'sh7fffffff : 32'({hh5_q, 3'b000}) + 32'(sum5_q);
       if (valid_q[4]) right6_q <= right5_q;
       acc6_q   <= acc5_q;
 
@@ -198,11 +199,11 @@ module tsr_epilogue #(
     cov_rq_no_shift:    cover property (@(posedge clk_i) valid_q[0] && int8 && left1_q == '0 && right1_q == '0);
     cov_rq_right:       cover property (@(posedge clk_i) valid_q[0] && int8 && right1_q != '0);
     cov_rq_right_max:   cover property (@(posedge clk_i) valid_q[0] && int8 && right1_q == 5'd31);
-    cov_rq_mult_min:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh80000000);
-    cov_rq_mult_max:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh7fffffff);
-    cov_rq_mult_zero:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == '0);
-    cov_rq_mult_one:    cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sd1);
-    cov_rq_mult_half:   cover property (@(posedge clk_i) valid_q[0] && int8 && mult1_q == 32'sh40000000);
+    cov_rq_mult_min:    cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sh80000000);
+    cov_rq_mult_max:    cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sh7fffffff);
+    cov_rq_mult_zero:   cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == '0);
+    cov_rq_mult_one:    cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sd1);
+    cov_rq_mult_half:   cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sh40000000);
     cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[2] && int8 && sat3_q);
     cov_rq_round_up:    cover property (@(posedge clk_i) valid_q[5] && int8 && right6_q != '0 && round_up);
     cov_rq_round_tie:   cover property (@(posedge clk_i) valid_q[5] && int8 && half && !rest);

@@ -57,14 +57,13 @@ module tsr_loader_a #(
 
   assign k           = cfg_i.k[KW:0];
   // ceil(K x element bytes / beat bytes), and what follows from it: they depend on the GEMM alone,
-  // so they are registered (valid from the cycle after start_i, before the first request), and the
-  // request's logic begins at flip-flops.
-  logic [BeatsWidth-1:0] a_row_beats_d;
-  assign a_row_beats_d = BeatsWidth'(tsr_int_pkg::beats_of(bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes));
+  // so they are registered, the beats from the cycle after start_i and the rest from the one after
+  // (the first request comes two cycles after start_i at the earliest), and the request's logic
+  // begins at flip-flops.
   always_ff @(posedge clk_i) begin
-    a_row_beats <= a_row_beats_d;
-    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats_d), Rows, BankBeats);
-    quad        <= tsr_int_pkg::a_quad(bf16_i, 16'(a_row_beats_d), KMax, BeatBytes);
+    a_row_beats <= BeatsWidth'(tsr_int_pkg::beats_of(bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes));
+    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
+    quad        <= tsr_int_pkg::a_quad(bf16_i, 16'(a_row_beats), KMax, BeatBytes);
   end
   assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
   assign row_last    = i_q == vr - 1'b1;

@@ -40,6 +40,10 @@ module tsr_loader_b #(
   logic [KW:0] k_q, k_d;
   logic [AddrWidth-1:0] col_q, col_d, row_q, row_d;    // B column block / B row
   logic [AddrWidth-1:0] mult_q, mult_d, shift_q, shift_d, bias_q, bias_d;
+  // The address of the request the state makes, registered as the state moves: chosen among the
+  // tables' and the rows' addresses in front of the read master, it was one of the paths that held
+  // the clock down (issue #42).
+  logic [AddrWidth-1:0] addr_q, addr_d;
   logic [KW:0] k;
   logic        int8, slot;
   logic [15:0] blk_cols;   // columns per block: Cols, or 2 x Cols with FOLD
@@ -60,28 +64,28 @@ module tsr_loader_b #(
     unique case (state_q)
       LbMult: begin
         req_valid_o = 1'b1;
-        req_addr_o  = mult_q;
+        req_addr_o  = addr_q;
         req_beats_o = BeatsWidth'(Seg4Beats);
         req_dest_o  = tsr_int_pkg::DEST_MULT;
         req_slot_o  = slot;
       end
       LbShift: begin
         req_valid_o = 1'b1;
-        req_addr_o  = shift_q;
+        req_addr_o  = addr_q;
         req_dest_o  = tsr_int_pkg::DEST_SHIFT;
         req_slot_o  = slot;
         req_idx_o   = (cols_left_q < 16'(Cols)) ? KW'(cols_left_q) : KW'(Cols);
       end
       LbBias: begin
         req_valid_o = 1'b1;
-        req_addr_o  = bias_q;
+        req_addr_o  = addr_q;
         req_beats_o = BeatsWidth'(Seg4Beats);
         req_dest_o  = tsr_int_pkg::DEST_BIAS;
         req_slot_o  = slot;
       end
       LbRows: begin
         req_valid_o = 1'b1;
-        req_addr_o  = row_q;
+        req_addr_o  = addr_q;
         req_dest_o  = tsr_int_pkg::DEST_B;
         req_slot_o  = slot;
         req_idx_o   = k_q[KW-1:0];
@@ -145,6 +149,12 @@ module tsr_loader_b #(
       default: state_d = LbIdle;
     endcase
     if (clear_i || abort_i) state_d = LbIdle;
+    unique case (state_d)
+      LbMult:  addr_d = mult_d;
+      LbShift: addr_d = shift_d;
+      LbBias:  addr_d = bias_d;
+      default: addr_d = row_d;
+    endcase
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -162,5 +172,6 @@ module tsr_loader_b #(
     mult_q      <= mult_d;
     shift_q     <= shift_d;
     bias_q      <= bias_d;
+    addr_q      <= addr_d;
   end
 endmodule

@@ -53,7 +53,8 @@ module tsr_scratch #(
   input  logic                       cin_rd_slot_i,
   input  logic [RowW-1:0]            cin_rd_row_i,
   output logic [Cols*32-1:0]         cin_data_o,    // the next cycle
-  input  logic                       p_slot_i,
+  input  logic                       p_slot_i,      // bias and shifts
+  input  logic                       m_slot_i,      // multipliers (the epilogue reads them a cycle later)
   output logic [Cols*32-1:0]         bias_o,
   output logic [Cols*32-1:0]         mult_o,
   output logic [Cols*8-1:0]          shift_o
@@ -218,30 +219,38 @@ module tsr_scratch #(
     if (is_shift) shift_q[t_slot] <= shifted[Cols*8-1:0];
   end
   assign bias_o  = bias_q[p_slot_i];
-  assign mult_o  = mult_q[p_slot_i];
+  assign mult_o  = mult_q[m_slot_i];
   assign shift_o = shift_q[p_slot_i];
 
-  // Shift range check on arrival; t_idx holds the block's valid column count. Registered: the
-  // error is raised the cycle after the table is written (the beat's alignment shift and the check
-  // in front of the controller were one of the paths that held the clock down, issue #42).
+  // Shift range check on arrival; t_idx holds the block's valid column count. In two registered
+  // steps, each column's check and then the first failing one's address: the error is raised two
+  // cycles after the table is written (the beat's alignment shift, the checks and the choice in
+  // front of the controller were one of the paths that held the clock down, issue #42).
+  logic [Cols-1:0]      bad_q;         // per column: out of range
+  logic [AddrWidth-1:0] table_addr_q;  // the table's first byte
   logic                 perr;
   logic [AddrWidth-1:0] perr_addr;
-  always_comb begin
-    perr      = 1'b0;
-    perr_addr = '0;
-    for (int j = Cols - 1; j >= 0; j--) begin
-      if (is_shift && IdxW'(j) < t_idx &&
-          ($signed(shifted[j*8 +: 8]) < $signed(8'(tsr_pkg::SHIFT_MIN)) ||
-           $signed(shifted[j*8 +: 8]) > $signed(8'(tsr_pkg::SHIFT_MAX)))) begin
-        perr      = 1'b1;
-        perr_addr = rsp_addr_i + AddrWidth'(t_lane) + AddrWidth'(j);
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      bad_q  <= '0;
+      perr_o <= 1'b0;
+    end else begin
+      for (int j = 0; j < Cols; j++) begin
+        bad_q[j] <= is_shift && IdxW'(j) < t_idx &&
+                    ($signed(shifted[j*8 +: 8]) < $signed(8'(tsr_pkg::SHIFT_MIN)) ||
+                     $signed(shifted[j*8 +: 8]) > $signed(8'(tsr_pkg::SHIFT_MAX)));
       end
+      perr_o <= perr;
     end
   end
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) perr_o <= 1'b0;
-    else         perr_o <= perr;
+  always_comb begin
+    perr      = bad_q != '0;
+    perr_addr = '0;
+    for (int j = Cols - 1; j >= 0; j--) if (bad_q[j]) perr_addr = table_addr_q + AddrWidth'(j);
   end
-  always_ff @(posedge clk_i) perr_addr_o <= perr_addr;
+  always_ff @(posedge clk_i) begin
+    table_addr_q <= rsp_addr_i + AddrWidth'(t_lane);
+    perr_addr_o  <= perr_addr;
+  end
 
 endmodule

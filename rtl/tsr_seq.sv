@@ -58,7 +58,8 @@ module tsr_seq #(
   output logic                    cin_rd_slot_o,
   output logic [RowW-1:0]         cin_rd_row_o,
   input  logic [Cols*32-1:0]      cin_data_i,
-  output logic                    p_slot_o,
+  output logic                    p_slot_o,   // the tables of the row entering the epilogue
+  output logic                    m_slot_o,   // the multipliers' of the row in its stage 1
   input  logic [Cols*32-1:0]      bias_i,
   input  logic [Cols*32-1:0]      mult_i,
   input  logic [Cols*8-1:0]       shift_i,
@@ -73,7 +74,7 @@ module tsr_seq #(
   // counted actions (tsr_ctrl's counters)
   output logic                    step_o,           // the array takes one k of a tile
   output logic                    tile_o,           // a tile starts
-  output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read this cycle
+  output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read in the previous cycle
 );
   localparam int unsigned Chain = ((Rows > Cols + 5) ? Rows : Cols + 5);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
@@ -93,7 +94,7 @@ module tsr_seq #(
   logic        streaming_q, streaming_d;
   logic [KW:0] k_q, k_d;
   logic [KW:0] gap_q, gap_d, gap_min;   // tile interval: max(K, gap_min)
-  logic [$clog2(Credits):0] credits_q, credits_d;
+  logic [$clog2(Credits):0] credits_q, credits_d, credits_inc, credits_tile, credits_inc_tile;
   logic        cur_bslot, cur_nblast, cur_final;
   logic [KW:0] k;
   logic        int8;
@@ -116,12 +117,25 @@ module tsr_seq #(
   assign fold       = cfg_i.fold;
   assign blk_cols   = fold ? 16'(2 * Cols) : 16'(Cols);
   assign gap_min    = fold ? (KW+1)'(GapFold) : (KW+1)'(GapMax);
-  assign cur_vr     = (rows_left_q < 16'(Rows)) ? (RowW+1)'(rows_left_q) : (RowW+1)'(Rows);
-  assign cur_vc     = (cols_left_q < blk_cols) ? (ColW+2)'(cols_left_q) : (ColW+2)'(blk_cols);
-  // rows the tile hands the store unit: both bands' with FOLD where the lower band has columns
-  assign cur_rows   = (fold && cols_left_q > 16'(Cols)) ? cur_vr << 1 : cur_vr;
-  assign cur_nblast = rows_left_q <= 16'(Rows);
-  assign cur_final  = cur_nblast && cols_left_q <= blk_cols;
+  // The next tile's rows and columns, registered: they follow from rows_left_q and cols_left_q,
+  // which change only as a tile starts, and the next one starts max(Rows, Cols) cycles later at
+  // the earliest (gap_q), or after the GEMM's first cycle (fresh_q). Their comparisons in front of the tile's
+  // start were one of the paths that held the clock down (issue #42).
+  logic [RowW:0] vr;
+  logic          fresh_q;  // the GEMM started in the previous cycle: the values are not in yet
+  assign vr = (rows_left_q < 16'(Rows)) ? (RowW+1)'(rows_left_q) : (RowW+1)'(Rows);
+  always_ff @(posedge clk_i) begin
+    cur_vr     <= vr;
+    cur_vc     <= (cols_left_q < blk_cols) ? (ColW+2)'(cols_left_q) : (ColW+2)'(blk_cols);
+    // rows the tile hands the store unit: both bands' with FOLD where the lower band has columns
+    cur_rows   <= (fold && cols_left_q > 16'(Cols)) ? vr << 1 : vr;
+    cur_nblast <= rows_left_q <= 16'(Rows);
+    cur_final  <= rows_left_q <= 16'(Rows) && cols_left_q <= blk_cols;
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) fresh_q <= 1'b0;
+    else         fresh_q <= start_i;
+  end
   assign tiles_left = running_q && cols_left_q != '0;
 
 
@@ -132,7 +146,7 @@ module tsr_seq #(
   logic [2:0] info_count;
 
   // A tile starts when its operands are in, the array is free and its rows have room to go.
-  assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 &&
+  assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 && !fresh_q &&
                       (a_full_i[tile_q] || !a_wait) && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q[0]]) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_rows) && !info_full;
   assign emit       = start_tile || streaming_q;
@@ -153,6 +167,10 @@ module tsr_seq #(
   assign a_base      = a_resident ? a_blk_q : a_quad ? {tile_q, (KW-1)'(0)} : {tile_q[0], KW'(0)};
   assign a_wait      = !a_resident || cols_blk_q == '0;
 
+  assign credits_inc      = credits_q + 1'b1;
+  assign credits_tile     = credits_q - ($clog2(Credits)+1)'(cur_rows);
+  assign credits_inc_tile = credits_inc - ($clog2(Credits)+1)'(cur_rows);
+
   always_comb begin
     running_d   = running_q;
     tile_d      = tile_q;
@@ -165,7 +183,9 @@ module tsr_seq #(
     a_blk_d     = a_blk_q;
     k_d         = k_q;
     gap_d       = (gap_q != '0) ? gap_q - 1'b1 : gap_q;
-    credits_d   = credits_q + ($clog2(Credits)+1)'(out_pop_i);
+    // a credit back for a row the store unit took, less the rows of a tile starting: the sums are
+    // formed from flip-flops and the late handshakes only choose among them
+    credits_d   = out_pop_i ? credits_inc : credits_q;
 
     if (streaming_q) begin
       k_d = k_q + 1'b1;
@@ -176,7 +196,7 @@ module tsr_seq #(
       streaming_d = k != (KW+1)'(1);
       k_d         = (KW+1)'(1);
       gap_d       = ((k > gap_min) ? k : gap_min) - 1'b1;
-      credits_d   = credits_d - ($clog2(Credits)+1)'(cur_rows);
+      credits_d   = out_pop_i ? credits_inc_tile : credits_tile;
       tile_d      = tsr_int_pkg::a_next_slot(tile_q, a_quad);
       a_blk_d     = a_blk_q + (KW+1)'(a_row_beats << BeatShift);
       if (cur_nblast) begin
@@ -376,6 +396,7 @@ module tsr_seq #(
                  ro_nblast, ro_cslot, ro_pslot, ro_final};
   end
   assign p_slot_o = e_meta_q[1];
+  always_ff @(posedge clk_i) m_slot_o <= e_meta_q[1];
 
   tsr_epilogue #(.Cols(Cols), .MetaWidth(MetaW), .Bf16(Bf16)) u_epilogue (
     .clk_i, .rst_ni, .clear_i,
@@ -410,7 +431,12 @@ module tsr_seq #(
                       (int8 ? 16'(Cols * 5) : 16'd0);
   assign step_o          = emit;
   assign tile_o          = start_tile;
-  assign spad_rd_bytes_o = step_bytes + row_bytes;
+  // Registered: for the SPAD_RD_BYTES counter alone (the sum behind the tile's start was one of the
+  // paths that held the clock down, issue #42).
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) spad_rd_bytes_o <= '0;
+    else         spad_rd_bytes_o <= step_bytes + row_bytes;
+  end
 
   logic done_q, done_d;
   always_comb begin

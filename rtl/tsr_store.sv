@@ -25,7 +25,7 @@ module tsr_store #(
   output logic                      quiet_o,    // no burst in progress or awaiting a response
   output logic                      err_o,
   output logic [AddrWidth-1:0]      err_addr_o,
-  output logic [$clog2(AxiDataWidth/8):0] wbytes_o,  // bytes written this cycle
+  output logic [$clog2(AxiDataWidth/8):0] wbytes_o,  // bytes written in the previous cycle
   // AXI4 AW/W/B
   output logic                      m_awvalid_o,
   input  logic                      m_awready_i,
@@ -121,9 +121,16 @@ module tsr_store #(
   assign aw_fire     = m_awvalid_o && m_awready_i;
   assign w_fire      = m_wvalid_o && m_wready_i;
 
+  // Registered: the count of the strobes is for the WR_BYTES counter alone, and the count behind
+  // the write handshake in one cycle was one of the paths that held the clock down (issue #42).
+  logic [$clog2(AxiDataWidth/8):0] wbytes;
   always_comb begin
-    wbytes_o = '0;
-    for (int b = 0; b < BeatBytes; b++) wbytes_o += ($clog2(BeatBytes)+1)'(w_fire && m_wstrb_o[b]);
+    wbytes = '0;
+    for (int b = 0; b < BeatBytes; b++) wbytes += ($clog2(BeatBytes)+1)'(w_fire && m_wstrb_o[b]);
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) wbytes_o <= '0;
+    else         wbytes_o <= wbytes;
   end
 
   always_comb begin

@@ -81,6 +81,7 @@ module tsr_top #(
   logic enable, soft_reset, clear, irq_done, irq_error;
   logic [63:0] ring_base, err_addr;
   logic [31:0] ring_size, ring_tail, err_desc, ring_head, completed, last_tag;
+  logic        ring_size_bad;
   logic [2:0] status;
   logic [7:0] err_code;
   logic [tsr_pkg::NUM_COUNTERS*64-1:0] counters;
@@ -118,7 +119,7 @@ module tsr_top #(
   logic [Cols*8-1:0] b2_data, shift;
   logic [RowW-1:0] row_sel;
   logic [Cols*32-1:0] arr_row;
-  logic cin_rd_slot, p_slot;
+  logic cin_rd_slot, p_slot, m_slot;
   logic [RowW-1:0] cin_rd_row;
   logic [Cols*32-1:0] cin_data, bias, mult;
   logic perr, stall, gemm_done, step, tile;
@@ -148,6 +149,7 @@ module tsr_top #(
     .soft_reset_o(soft_reset),
     .ring_base_o (ring_base),
     .ring_size_o (ring_size),
+    .ring_size_bad_o(ring_size_bad),
     .ring_tail_o (ring_tail),
     .clear_i     (clear),
     .status_i    (status),
@@ -166,7 +168,7 @@ module tsr_top #(
   tsr_ctrl #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_ctrl (
     .clk_i, .rst_ni,
     .enable_i(enable), .soft_reset_i(soft_reset), .ring_base_i(ring_base),
-    .ring_size_i(ring_size), .ring_tail_i(ring_tail),
+    .ring_size_i(ring_size), .ring_size_bad_i(ring_size_bad), .ring_tail_i(ring_tail),
     .clear_o(clear), .status_o(status), .irq_done_o(irq_done), .irq_error_o(irq_error),
     .err_code_o(err_code), .err_addr_o(err_addr), .err_desc_o(err_desc),
     .ring_head_o(ring_head), .completed_o(completed), .last_tag_o(last_tag),
@@ -218,7 +220,7 @@ module tsr_top #(
     .a_rd_addr_i(a_rd_addr), .a_data_o(a_data),
     .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data), .b2_data_o(b2_data),
     .cin_rd_slot_i(cin_rd_slot), .cin_rd_row_i(cin_rd_row), .cin_data_o(cin_data),
-    .p_slot_i(p_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
+    .p_slot_i(p_slot), .m_slot_i(m_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
   );
 
   tsr_array #(.Rows(Rows), .Cols(Cols), .Fold(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth)), .Bf16(HasBf16)) u_array (
@@ -240,7 +242,7 @@ module tsr_top #(
     .row_valid_o(row_valid), .row_first_o(row_first), .row_last_o(row_last),
     .row_sel_o(row_sel), .row_i(arr_row),
     .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),
-    .p_slot_o(p_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
+    .p_slot_o(p_slot), .m_slot_o(m_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
     .out_valid_o(out_valid), .out_data_o(out_data), .out_addr_o(out_addr), .out_cols_o(out_cols),
     .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done),
     .step_o(step), .tile_o(tile), .spad_rd_bytes_o(spad_rd_bytes)

@@ -1,10 +1,13 @@
 // Invariants of tsr_seq (simulation only, see tsr_bind.sv): the sequencer's credits count the free
 // rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
-// for all its rows; a soft reset's clear leaves no row on its way into the array. Cover point: a
+// for all its rows; a soft reset's clear leaves no row on its way into the array; a tile starts
+// with the shape (rows, columns, last row block, last tile) its registers hold and the rows and
+// columns left give, which the registers follow a cycle late. Cover point: a
 // resident A of several row blocks read again in a later column block, without being loaded again.
 module tsr_seq_sva #(
   parameter int unsigned Credits = 32,
   parameter int unsigned Rows = 16,
+  parameter int unsigned Cols = 16,
   localparam int unsigned CW = $clog2(Credits) + 1
 ) (
   input logic          clk_i,
@@ -14,8 +17,20 @@ module tsr_seq_sva #(
   input logic [CW-1:0] tile_rows,
   input logic          a_reread,  // the tile reads a resident A's row blocks left by earlier tiles
   input logic          clear_i,
-  input logic [Rows-1:0] row_valid_o
+  input logic [Rows-1:0] row_valid_o,
+  input logic [15:0]   rows_left,
+  input logic [15:0]   cols_left,
+  input logic [15:0]   blk_cols,
+  input logic          fold,
+  input logic [63:0]   shape         // {vr, vc, rows, nblast, final} as registered, zero-extended
 );
+  logic [15:0] vr, vc, rows;
+  logic [63:0] shape_now;
+  assign vr   = rows_left < 16'(Rows) ? rows_left : 16'(Rows);
+  assign vc   = cols_left < blk_cols ? cols_left : blk_cols;
+  assign rows = fold && cols_left > 16'(Cols) ? vr << 1 : vr;
+  assign shape_now = {vr, vc, rows, 14'd0, rows_left <= 16'(Rows),
+                      rows_left <= 16'(Rows) && cols_left <= blk_cols};
   cov_a_resident_blocks: cover property (@(posedge clk_i) start_tile && a_reread);
 
   logic cleared_q;
@@ -36,6 +51,11 @@ module tsr_seq_sva #(
         else begin
           $error("store credits out of range (%0d of %0d): a credit was returned twice or taken below zero",
                     credits_q, Credits);
+          tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+        end
+      a_seq_tile_shape_current: assert (!start_tile || shape == shape_now)
+        else begin
+          $error("a tile started with the shape %016x registered, %016x now", shape, shape_now);
           tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
         end
       a_seq_tile_has_credits: assert (!start_tile || tile_rows <= credits_q)
