@@ -5,6 +5,7 @@ tsr_fifo.sv
 tsr_gemm_cfg.sv
 tsr_desc_check.sv
 tsr_csr.sv
+tsr_first_burst.sv
 tsr_axi_rd.sv
 tsr_loader_a.sv
 tsr_loader_b.sv

@@ -19,6 +19,7 @@ module tsr_axi_rd #(
   input  logic [AddrWidth-1:0]   req_addr_i,
   input  logic [BeatsWidth-1:0]  req_beats_i,  // >= 1
   input  logic [TagWidth-1:0]    req_tag_i,
+  input  logic [BeatsWidth:0]    req_burst_i,  // tsr_int_pkg::first_burst of the request
   // data beats
   output logic                   rsp_valid_o,
   output logic [DataWidth-1:0]   rsp_data_o,
@@ -45,10 +46,8 @@ module tsr_axi_rd #(
 );
   localparam int unsigned BeatBytes = DataWidth / 8;
   localparam int unsigned BeatShift = $clog2(BeatBytes);
-  localparam int unsigned PageBeats = tsr_pkg::PAGE_BYTES / BeatBytes;
   localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
   localparam int unsigned PageIdxW = PageW - BeatShift;  // a beat's index within its page
-  localparam int unsigned PageCntW = PageIdxW + 1;       // a count of beats up to a page's
   localparam int unsigned TrackW = TagWidth + BeatsWidth + 1 + AddrWidth;
 
   // The request being split into bursts.
@@ -72,25 +71,16 @@ module tsr_axi_rd #(
 
   // The current burst's length and whether it ends the request are registered with the address
   // and count they follow from: computed in front of the AR handshake, their adder and comparisons
-  // held the engine's clock down (issue #42). The next burst is worked out both for a new request
-  // and for the rest of this one (after a burst that ends at the page's end or the burst limit),
-  // and the handshake picks one, so that the arithmetic does not wait for it.
-  function automatic logic [BeatsWidth:0] burst_of(logic [BeatsWidth-1:0] left, logic [PageCntW-1:0] page);
-    // {whether it is the request's last, its beats}: min(left, page, MAX_BURST_BEATS), with one
-    // comparison after the page's (the burst limit binds only where a page has more beats)
-    logic [BeatsWidth-1:0] cap;
-    logic                  last;
-    cap = BeatsWidth'(page);
-    if (PageBeats > tsr_pkg::MAX_BURST_BEATS && page > PageCntW'(tsr_pkg::MAX_BURST_BEATS))
-      cap = BeatsWidth'(tsr_pkg::MAX_BURST_BEATS);
-    last = left <= cap;
-    burst_of = {last, last ? left : cap};
-  endfunction
-  assign {req_last, req_burst} =
-      burst_of(req_beats_i, PageCntW'(PageBeats) - PageCntW'(req_addr_i[PageW-1:BeatShift]));
-  assign {rest_last, rest_burst} =
-      burst_of(left_q - burst_q,
-               PageCntW'(PageBeats) - PageCntW'(PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q))));
+  // held the engine's clock down (issue #42). A new request brings its first burst worked out
+  // (tsr_rd_arb); the rest of a request's are worked out here for the address and count after
+  // this burst, and the handshake picks one.
+  assign {req_last, req_burst} = req_burst_i;
+  tsr_first_burst #(.DataWidth(DataWidth)) u_rest_burst (
+    .beats_i      (left_q - burst_q),
+    .page_offset_i({PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q)), BeatShift'(0)}),
+    .last_o       (rest_last),
+    .burst_o      (rest_burst)
+  );
 
   // After an abort, a request cut short keeps busy_q until the soft reset's clear, which comes with
   // abort already low: no burst may start then, or the clear would forget it while the memory

@@ -43,7 +43,8 @@ module tsr_loader #(
   input  logic                  req_ready_i,
   output logic [AddrWidth-1:0]  req_addr_o,
   output logic [BeatsWidth-1:0] req_beats_o,
-  output logic [TagWidth-1:0]   req_tag_o
+  output logic [TagWidth-1:0]   req_tag_o,
+  output logic [BeatsWidth:0]   req_burst_o   // the request's first AXI burst (tsr_rd_arb)
 );
   // ---------------------------------------------------------------- slot state
   logic [3:0] a_busy_q, a_full_q, a_claim;
@@ -101,7 +102,7 @@ module tsr_loader #(
     .b_req_valid_i(b_req_valid), .b_grant_o(b_grant), .b_req_addr_i(b_req_addr),
     .b_req_beats_i(b_req_beats), .b_req_dest_i(b_req_dest), .b_req_slot_i(b_req_slot),
     .b_req_idx_i  (b_req_idx), .b_req_last_i(b_req_last),
-    .req_valid_o, .req_ready_i, .req_addr_o, .req_beats_o, .req_tag_o
+    .req_valid_o, .req_ready_i, .req_addr_o, .req_beats_o, .req_tag_o, .req_burst_o
   );
 
   // ---------------------------------------------------------------- slot flags

@@ -51,7 +51,7 @@ module tsr_loader_a #(
   logic [BankW-1:0] blk_beat_q, blk_beat_d;  // resident A: where the row block starts in the banks
   logic [BankW-1:0] a_beat;                  // where the tile's A rows go
   logic row_last, tile_last_m, a_resident, quad;
-  logic [RowShift:0] vr;
+  logic [RowShift:0] last_i_q;  // the tile's last row: min(rows left, Rows) - 1
   logic [KW:0] k;
   logic [BeatsWidth-1:0] a_row_beats;
 
@@ -65,9 +65,14 @@ module tsr_loader_a #(
     a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
     quad        <= tsr_int_pkg::a_quad(bf16_i, 16'(a_row_beats), KMax, BeatBytes);
   end
-  assign vr          = (rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows);
-  assign row_last    = i_q == vr - 1'b1;
-  assign tile_last_m = rows_left_q <= 16'(Rows);
+  // The tile's rows follow from rows_left_q, which changes only as a tile's last row is requested,
+  // and the next tile's rows are requested from a cycle after that (LaWait) at the earliest: so
+  // they are registered, and the request's logic begins at flip-flops (issue #42).
+  always_ff @(posedge clk_i) begin
+    last_i_q    <= ((rows_left_q < 16'(Rows)) ? (RowShift+1)'(rows_left_q) : (RowShift+1)'(Rows)) - 1'b1;
+    tile_last_m <= rows_left_q <= 16'(Rows);
+  end
+  assign row_last = i_q == last_i_q;
   assign a_beat      = a_resident ? blk_beat_q : quad ? {tile_q, (BankW-2)'(0)} : {tile_q[0], (BankW-1)'(0)};
 
   always_comb begin

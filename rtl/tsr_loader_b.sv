@@ -40,10 +40,11 @@ module tsr_loader_b #(
   logic [KW:0] k_q, k_d;
   logic [AddrWidth-1:0] col_q, col_d, row_q, row_d;    // B column block / B row
   logic [AddrWidth-1:0] mult_q, mult_d, shift_q, shift_d, bias_q, bias_d;
-  // The address of the request the state makes, registered as the state moves: chosen among the
-  // tables' and the rows' addresses in front of the read master, it was one of the paths that held
-  // the clock down (issue #42).
-  logic [AddrWidth-1:0] addr_q, addr_d;
+  // The address and beats of the request the state makes, registered as the state moves: chosen
+  // by the state in front of the read master, they were one of the paths that held the clock down
+  // (issue #42).
+  logic [AddrWidth-1:0]  addr_q, addr_d;
+  logic [BeatsWidth-1:0] beats_q, beats_d;
   logic [KW:0] k;
   logic        int8, slot;
   logic [15:0] blk_cols;   // columns per block: Cols, or 2 x Cols with FOLD
@@ -53,10 +54,12 @@ module tsr_loader_b #(
   assign slot = nb_q[0];
   assign blk_cols = cfg_i.fold ? 16'(2 * Cols) : 16'(Cols);
 
+  // The address and beats of the request the state makes are registered as the state moves (addr_q,
+  // beats_q): they are meaningful only with req_valid_o.
+  assign req_addr_o  = addr_q;
+  assign req_beats_o = beats_q;
   always_comb begin
     req_valid_o = 1'b0;
-    req_addr_o  = '0;
-    req_beats_o = BeatsWidth'(1);
     req_dest_o  = '0;
     req_slot_o  = 1'b0;
     req_idx_o   = '0;
@@ -64,28 +67,22 @@ module tsr_loader_b #(
     unique case (state_q)
       LbMult: begin
         req_valid_o = 1'b1;
-        req_addr_o  = addr_q;
-        req_beats_o = BeatsWidth'(Seg4Beats);
         req_dest_o  = tsr_int_pkg::DEST_MULT;
         req_slot_o  = slot;
       end
       LbShift: begin
         req_valid_o = 1'b1;
-        req_addr_o  = addr_q;
         req_dest_o  = tsr_int_pkg::DEST_SHIFT;
         req_slot_o  = slot;
         req_idx_o   = (cols_left_q < 16'(Cols)) ? KW'(cols_left_q) : KW'(Cols);
       end
       LbBias: begin
         req_valid_o = 1'b1;
-        req_addr_o  = addr_q;
-        req_beats_o = BeatsWidth'(Seg4Beats);
         req_dest_o  = tsr_int_pkg::DEST_BIAS;
         req_slot_o  = slot;
       end
       LbRows: begin
         req_valid_o = 1'b1;
-        req_addr_o  = addr_q;
         req_dest_o  = tsr_int_pkg::DEST_B;
         req_slot_o  = slot;
         req_idx_o   = k_q[KW-1:0];
@@ -149,12 +146,30 @@ module tsr_loader_b #(
       default: state_d = LbIdle;
     endcase
     if (clear_i || abort_i) state_d = LbIdle;
-    unique case (state_d)
-      LbMult:  addr_d = mult_d;
-      LbShift: addr_d = shift_d;
-      LbBias:  addr_d = bias_d;
-      default: addr_d = row_d;
-    endcase
+    // the next request's: after a grant, the next state's; after a claim, the first's
+    addr_d  = addr_q;
+    beats_d = beats_q;
+    if (state_q == LbWait) begin
+      addr_d  = int8 ? mult_q : cfg_i.bias ? bias_q : col_q;
+      beats_d = int8 || cfg_i.bias ? BeatsWidth'(Seg4Beats) : BeatsWidth'(1);
+    end
+    if (grant_i) begin
+      unique case (state_q)
+        LbMult: begin
+          addr_d  = shift_q;
+          beats_d = BeatsWidth'(1);
+        end
+        LbShift: begin
+          addr_d  = cfg_i.bias ? bias_q : row_q;
+          beats_d = cfg_i.bias ? BeatsWidth'(Seg4Beats) : BeatsWidth'(1);
+        end
+        LbBias: begin
+          addr_d  = row_q;
+          beats_d = BeatsWidth'(1);
+        end
+        default: addr_d = row_q + cfg_i.ldb;
+      endcase
+    end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -173,5 +188,6 @@ module tsr_loader_b #(
     shift_q     <= shift_d;
     bias_q      <= bias_d;
     addr_q      <= addr_d;
+    beats_q     <= beats_d;
   end
 endmodule

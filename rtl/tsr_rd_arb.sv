@@ -1,7 +1,9 @@
 // Shares the read master: a descriptor fetch (only between GEMMs) goes first, then the A and B
 // loaders take turns (round robin). Aligns each request to a beat and packs its read tag, which
 // tsr_scratch unpacks: destination, slot, row or k index, the byte lane where the data starts in
-// its beat, and whether this request completes the slot.
+// its beat, and whether this request completes the slot. Each request's first AXI burst is worked
+// out beside the choice among them (tsr_first_burst), so that the read master's registered burst
+// does not wait for the choice's decode.
 module tsr_rd_arb #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
@@ -40,7 +42,8 @@ module tsr_rd_arb #(
   input  logic                  req_ready_i,
   output logic [AddrWidth-1:0]  req_addr_o,
   output logic [BeatsWidth-1:0] req_beats_o,
-  output logic [TagWidth-1:0]   req_tag_o
+  output logic [TagWidth-1:0]   req_tag_o,
+  output logic [BeatsWidth:0]   req_burst_o   // {the first burst is the request's last, its beats}
 );
   localparam int unsigned DescBeats = tsr_pkg::DESC_BYTES / (AxiDataWidth / 8);
 
@@ -57,22 +60,40 @@ module tsr_rd_arb #(
   assign a_grant_o = !desc_req_valid_i && pick_a && req_ready_i;
   assign b_grant_o = !desc_req_valid_i && !pick_a && b_req_valid_i && req_ready_i;
 
+  localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
+  logic [BeatsWidth:0] desc_burst, a_burst, b_burst;
+  tsr_first_burst #(.DataWidth(AxiDataWidth)) u_desc_burst (
+    .beats_i(BeatsWidth'(DescBeats)), .page_offset_i({desc_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
+    .last_o(desc_burst[BeatsWidth]), .burst_o(desc_burst[BeatsWidth-1:0])
+  );
+  tsr_first_burst #(.DataWidth(AxiDataWidth)) u_a_burst (
+    .beats_i(a_req_beats_i), .page_offset_i({a_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
+    .last_o(a_burst[BeatsWidth]), .burst_o(a_burst[BeatsWidth-1:0])
+  );
+  tsr_first_burst #(.DataWidth(AxiDataWidth)) u_b_burst (
+    .beats_i(b_req_beats_i), .page_offset_i({b_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
+    .last_o(b_burst[BeatsWidth]), .burst_o(b_burst[BeatsWidth-1:0])
+  );
+
   always_comb begin
     if (desc_req_valid_i) begin
       req_valid_o = 1'b1;
       req_addr_o  = desc_req_addr_i;
       req_beats_o = BeatsWidth'(DescBeats);
       req_tag_o   = tag(tsr_int_pkg::DEST_DESC, 2'd0, '0, '0, 1'b1);
+      req_burst_o = desc_burst;
     end else if (pick_a) begin
       req_valid_o = 1'b1;
       req_addr_o  = {a_req_addr_i[AddrWidth-1:BeatShift], BeatShift'(0)};  // the beat's address
       req_beats_o = a_req_beats_i;
       req_tag_o   = tag(a_req_dest_i, a_req_slot_i, a_req_idx_i, a_req_addr_i[BeatShift-1:0], a_req_last_i);
+      req_burst_o = a_burst;
     end else begin
       req_valid_o = b_req_valid_i;
       req_addr_o  = {b_req_addr_i[AddrWidth-1:BeatShift], BeatShift'(0)};
       req_beats_o = b_req_beats_i;
       req_tag_o   = tag(b_req_dest_i, {1'b0, b_req_slot_i}, b_req_idx_i, b_req_addr_i[BeatShift-1:0], b_req_last_i);
+      req_burst_o = b_burst;
     end
     rr_d = rr_q;
     if (a_grant_o) rr_d = 1'b0;

@@ -434,8 +434,9 @@ module tsr_seq #(
   // Registered: for the SPAD_RD_BYTES counter alone (the sum behind the tile's start was one of the
   // paths that held the clock down, issue #42).
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) spad_rd_bytes_o <= '0;
-    else         spad_rd_bytes_o <= step_bytes + row_bytes;
+    if (!rst_ni)      spad_rd_bytes_o <= '0;
+    else if (clear_i) spad_rd_bytes_o <= '0;  // the clear lands with rows still in the array
+    else              spad_rd_bytes_o <= step_bytes + row_bytes;
   end
 
   logic done_q, done_d;

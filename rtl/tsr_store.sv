@@ -121,16 +121,17 @@ module tsr_store #(
   assign aw_fire     = m_awvalid_o && m_awready_i;
   assign w_fire      = m_wvalid_o && m_wready_i;
 
-  // Registered: the count of the strobes is for the WR_BYTES counter alone, and the count behind
-  // the write handshake in one cycle was one of the paths that held the clock down (issue #42).
-  logic [$clog2(AxiDataWidth/8):0] wbytes;
-  always_comb begin
-    wbytes = '0;
-    for (int b = 0; b < BeatBytes; b++) wbytes += ($clog2(BeatBytes)+1)'(w_fire && m_wstrb_o[b]);
-  end
+  // For the WR_BYTES counter alone: the strobes of a beat written are registered and counted in
+  // the next cycle (the count behind the write handshake was one of the paths that held the clock
+  // down, issue #42).
+  logic [BeatBytes-1:0] strb_fired_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) wbytes_o <= '0;
-    else         wbytes_o <= wbytes;
+    if (!rst_ni) strb_fired_q <= '0;
+    else         strb_fired_q <= w_fire ? m_wstrb_o : '0;
+  end
+  always_comb begin
+    wbytes_o = '0;
+    for (int b = 0; b < BeatBytes; b++) wbytes_o += ($clog2(BeatBytes)+1)'(strb_fired_q[b]);
   end
 
   always_comb begin

@@ -99,6 +99,7 @@ module tsr_top #(
   logic [AddrWidth-1:0] req_addr;
   logic [BeatsWidth-1:0] req_beats;
   logic [TagWidth-1:0] req_tag;
+  logic [BeatsWidth:0] req_burst;
   logic rsp_valid, rsp_last, rd_err, rd_idle, desc_valid;
   logic [AxiDataWidth-1:0] rsp_data;
   logic [TagWidth-1:0] rsp_tag;
@@ -195,13 +196,13 @@ module tsr_top #(
     .a_rel_i(a_rel), .b_rel_i(b_rel), .c_rel_i(c_rel), .p_rel_i(p_rel),
     .a_full_o(a_full), .b_full_o(b_full), .c_full_o(c_full),
     .req_valid_o(req_valid), .req_ready_i(req_ready), .req_addr_o(req_addr),
-    .req_beats_o(req_beats), .req_tag_o(req_tag)
+    .req_beats_o(req_beats), .req_tag_o(req_tag), .req_burst_o(req_burst)
   );
 
   tsr_axi_rd #(.DataWidth(AxiDataWidth), .TagWidth(TagWidth), .MaxReads(MaxReads)) u_axi_rd (
     .clk_i, .rst_ni, .clear_i(clear), .abort_i(abort),
     .req_valid_i(req_valid), .req_ready_o(req_ready), .req_addr_i(req_addr),
-    .req_beats_i(req_beats), .req_tag_i(req_tag),
+    .req_beats_i(req_beats), .req_tag_i(req_tag), .req_burst_i(req_burst),
     .rsp_valid_o(rsp_valid), .rsp_data_o(rsp_data), .rsp_tag_o(rsp_tag), .rsp_beat_o(rsp_beat),
     .rsp_last_o(rsp_last), .rsp_addr_o(rsp_addr),
     .err_o(rd_err), .err_addr_o(rd_err_addr), .idle_o(rd_idle),

@@ -1,0 +1,28 @@
+// The first AXI burst of a read of beats_i beats at a beat-aligned address: to the 4 KB page's end
+// or the burst limit, whichever comes first, and whether it is the read's last. One comparison after
+// the page's beats (the burst limit binds only where a page has more beats than it). tsr_rd_arb
+// works it out for each request beside its choice among them, tsr_axi_rd for the rest of a request
+// after each burst: in front of the read master's registered burst in either case (issue #42).
+module tsr_first_burst #(
+  parameter int unsigned DataWidth = 256,
+  localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
+  localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES)
+) (
+  input  logic [BeatsWidth-1:0] beats_i,
+  input  logic [PageW-1:0]      page_offset_i,  // the address within its page, beat-aligned
+  output logic                  last_o,
+  output logic [BeatsWidth-1:0] burst_o
+);
+  localparam int unsigned BeatShift = $clog2(DataWidth / 8);
+  logic [PageW:0]         page_left;  // beats to the page's end
+  logic [BeatsWidth-1:0]  cap;
+  assign page_left = ({1'b1, PageW'(0)} - {1'b0, page_offset_i}) >> BeatShift;
+  if (tsr_pkg::PAGE_BYTES / (DataWidth / 8) > tsr_pkg::MAX_BURST_BEATS) begin : g_limit
+    assign cap = page_left > (PageW+1)'(tsr_pkg::MAX_BURST_BEATS) ? BeatsWidth'(tsr_pkg::MAX_BURST_BEATS)
+                                                                  : BeatsWidth'(page_left);
+  end else begin : g_page
+    assign cap = BeatsWidth'(page_left);
+  end
+  assign last_o  = beats_i <= cap;
+  assign burst_o = last_o ? beats_i : cap;
+endmodule
