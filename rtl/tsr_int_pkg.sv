@@ -46,6 +46,15 @@ package tsr_int_pkg;
     a_quad = bf16 && row_beats <= 16'(k_max / 2 / beat_bytes);
   endfunction
 
+  // A slot number as a one-hot vector, written out: Yosys 0.23 lowers a variable bit index (v[i] =
+  // ..., or ... = v[i]) through 32-bit index arithmetic, a carry chain on the slot flags' paths.
+  function automatic logic [3:0] onehot4(logic [1:0] i);
+    onehot4 = {i == 2'd3, i == 2'd2, i == 2'd1, i == 2'd0};
+  endfunction
+  function automatic logic [1:0] onehot2(logic i);
+    onehot2 = {i, !i};
+  endfunction
+
   // The A slot after `slot`: 0, 1, 2, 3, 0 ... with four slots, 0, 1, 0 ... with two.
   function automatic logic [1:0] a_next_slot(logic [1:0] slot, logic quad);
     a_next_slot = quad ? slot + 2'd1 : {1'b0, !slot[0]};

@@ -132,9 +132,10 @@ module tsr_loader_a #(
       LaWait: begin
         if (cols_left_q == '0) begin
           state_d = LaIdle;
-        end else if (!a_busy_i[tile_q] && !(cfg_i.accumulate && c_busy_i[tile_q[0]])) begin
-          a_claim_o[tile_q]    = 1'b1;
-          c_claim_o[tile_q[0]] = cfg_i.accumulate;
+        end else if ((a_busy_i & tsr_int_pkg::onehot4(tile_q)) == '0 &&
+                     !(cfg_i.accumulate && (c_busy_i & tsr_int_pkg::onehot2(tile_q[0])) != '0)) begin
+          a_claim_o = tsr_int_pkg::onehot4(tile_q);
+          c_claim_o = cfg_i.accumulate ? tsr_int_pkg::onehot2(tile_q[0]) : 2'b00;
           i_d     = '0;
           row_d   = a_tile_q;
           state_d = LaRows;

@@ -118,8 +118,8 @@ module tsr_loader_b #(
       LbWait: begin
         if (cols_left_q == '0) begin
           state_d = LbIdle;
-        end else if (!b_busy_i[slot] && !p_busy_i[slot]) begin
-          claim_o[slot] = 1'b1;
+        end else if (((b_busy_i | p_busy_i) & tsr_int_pkg::onehot2(slot)) == '0) begin
+          claim_o = tsr_int_pkg::onehot2(slot);
           k_d     = '0;
           row_d   = col_q;
           state_d = int8 ? LbMult : (cfg_i.bias ? LbBias : LbRows);

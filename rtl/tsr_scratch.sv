@@ -96,9 +96,9 @@ module tsr_scratch #(
     b_fill_o = '0;
     c_fill_o = '0;
     if (rsp_valid_i && rsp_last_i && t_last) begin
-      a_fill_o[t_aslot] = is_a;
-      b_fill_o[t_slot] = is_b;
-      c_fill_o[t_slot] = is_cin;
+      a_fill_o = is_a ? tsr_int_pkg::onehot4(t_aslot) : '0;
+      b_fill_o = is_b ? tsr_int_pkg::onehot2(t_slot) : '0;
+      c_fill_o = is_cin ? tsr_int_pkg::onehot2(t_slot) : '0;
     end
   end
 

@@ -147,7 +147,9 @@ module tsr_seq #(
 
   // A tile starts when its operands are in, the array is free and its rows have room to go.
   assign start_tile = tiles_left && !abort_i && !streaming_q && gap_q == '0 && !fresh_q &&
-                      (a_full_i[tile_q] || !a_wait) && b_full_i[cur_bslot] && (!cfg_i.accumulate || c_full_i[tile_q[0]]) &&
+                      ((a_full_i & tsr_int_pkg::onehot4(tile_q)) != '0 || !a_wait) &&
+                      (b_full_i & tsr_int_pkg::onehot2(cur_bslot)) != '0 &&
+                      (!cfg_i.accumulate || (c_full_i & tsr_int_pkg::onehot2(tile_q[0])) != '0) &&
                       credits_q >= ($clog2(Credits)+1)'(cur_rows) && !info_full;
   assign emit       = start_tile || streaming_q;
   assign emit_k     = start_tile ? '0 : k_q;
@@ -311,8 +313,8 @@ module tsr_seq #(
   always_comb begin
     a_rel_o = '0;
     b_rel_o = '0;
-    a_rel_o[tok_aslot_q[Rows-1]] = tok_valid_q[Rows-1] && tok_last_q[Rows-1] && tok_arel_q[Rows-1];
-    b_rel_o[tok_bslot_q[Cols-1]] = tok_valid_q[Cols-1] && tok_last_q[Cols-1] && tok_nblast_q[Cols-1];
+    if (tok_valid_q[Rows-1] && tok_last_q[Rows-1] && tok_arel_q[Rows-1]) a_rel_o = tsr_int_pkg::onehot4(tok_aslot_q[Rows-1]);
+    if (tok_valid_q[Cols-1] && tok_last_q[Cols-1] && tok_nblast_q[Cols-1]) b_rel_o = tsr_int_pkg::onehot2(tok_bslot_q[Cols-1]);
   end
 
   // ---------------------------------------------------------------- readout
@@ -443,8 +445,8 @@ module tsr_seq #(
   always_comb begin
     c_rel_o = '0;
     p_rel_o = '0;
-    c_rel_o[x_cslot] = x_valid && x_rel && cfg_i.accumulate;
-    p_rel_o[x_pslot] = x_valid && x_rel && x_nblast;
+    if (x_valid && x_rel && cfg_i.accumulate) c_rel_o = tsr_int_pkg::onehot2(x_cslot);
+    if (x_valid && x_rel && x_nblast)         p_rel_o = tsr_int_pkg::onehot2(x_pslot);
     done_d = done_q;
     if (x_valid && x_rel && x_final) done_d = 1'b1;
     if (start_i || clear_i) done_d = 1'b0;
