@@ -118,16 +118,16 @@ module tsr_loader_a #(
     c_claim_o   = 2'b00;
     unique case (state_q)
       LaIdle: begin
-        if (start_i) begin
-          state_d     = LaWait;
-          tile_d      = 2'd0;
-          rows_left_d = cfg_i.m;
-          cols_left_d = cfg_i.n;
-          a_tile_d    = cfg_i.a_addr;
-          c_col_d     = cfg_i.cin_addr;
-          c_tile_d    = cfg_i.cin_addr;
-          blk_beat_d  = '0;
-        end
+        // The GEMM's terms are taken in every idle cycle, not only with start_i (the descriptor's,
+        // in place before start_i): the start then only moves the state (issue #42).
+        tile_d      = 2'd0;
+        rows_left_d = cfg_i.m;
+        cols_left_d = cfg_i.n;
+        a_tile_d    = cfg_i.a_addr;
+        c_col_d     = cfg_i.cin_addr;
+        c_tile_d    = cfg_i.cin_addr;
+        blk_beat_d  = '0;
+        if (start_i) state_d = LaWait;
       end
       LaWait: begin
         if (cols_left_q == '0) begin

@@ -105,15 +105,14 @@ module tsr_loader_b #(
     claim_o     = 2'b00;
     unique case (state_q)
       LbIdle: begin
-        if (start_i) begin
-          state_d     = LbWait;
-          nb_d        = '0;
-          cols_left_d = cfg_i.n;
-          col_d       = cfg_i.b_addr;
-          mult_d      = cfg_i.mult_addr;
-          shift_d     = cfg_i.shift_addr;
-          bias_d      = cfg_i.bias_addr;
-        end
+        // The GEMM's terms are taken in every idle cycle (see tsr_loader_a)
+        nb_d        = '0;
+        cols_left_d = cfg_i.n;
+        col_d       = cfg_i.b_addr;
+        mult_d      = cfg_i.mult_addr;
+        shift_d     = cfg_i.shift_addr;
+        bias_d      = cfg_i.bias_addr;
+        if (start_i) state_d = LbWait;
       end
       LbWait: begin
         if (cols_left_q == '0) begin

@@ -25,7 +25,7 @@ module tsr_store #(
   output logic                      quiet_o,    // no burst in progress or awaiting a response
   output logic                      err_o,
   output logic [AddrWidth-1:0]      err_addr_o,
-  output logic [$clog2(AxiDataWidth/8):0] wbytes_o,  // bytes written in the previous cycle
+  output logic [$clog2(AxiDataWidth/8):0] wbytes_o,  // bytes written two cycles before
   // AXI4 AW/W/B
   output logic                      m_awvalid_o,
   input  logic                      m_awready_i,
@@ -47,7 +47,7 @@ module tsr_store #(
   localparam int unsigned BufBytes = (Cols * 4 > BeatBytes) ? Cols * 4 : BeatBytes;
   localparam int unsigned BufBeats = BufBytes / BeatBytes;
   localparam int unsigned BeatW = (BufBeats > 1) ? $clog2(BufBeats) : 1;
-  localparam int unsigned EntryW = Cols * 32 + AddrWidth + ColW + 1;
+  localparam int unsigned EntryW = Cols * 32 + AddrWidth + ColW + 1 + 2 * (BeatW + 1);
   localparam int unsigned Depth = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;
   localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
 
@@ -57,18 +57,30 @@ module tsr_store #(
   logic [Cols*32-1:0] e_data;
   logic [AddrWidth-1:0] e_addr;
   logic [ColW:0] e_cols;
+  logic [BeatW:0] nbeats, row_first_end;  // the row's beats; the end of its first burst
+
+  // A row's beats and where its first burst ends follow from its address and columns: worked out
+  // as it enters the FIFO, so that taking a row starts at the FIFO's output (issue #42).
+  logic [BeatW:0] in_nbeats, in_first_end;
+  logic [PageW:0] in_page_beats;
+  assign in_nbeats     = (BeatW+1)'((($clog2(BufBytes)+1)'(in_addr_i[BeatShift-1:0]) +
+                                     (($clog2(BufBytes)+1)'(in_cols_i) << out_shift_i) +
+                                     ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
+  // beats left in the 4 KB page where the row starts; the first burst stops there
+  assign in_page_beats = ((PageW+1)'(tsr_pkg::PAGE_BYTES) - {1'b0, in_addr_i[PageW-1:BeatShift], BeatShift'(0)}) >> BeatShift;
+  assign in_first_end  = (in_page_beats < (PageW+1)'(in_nbeats)) ? (BeatW+1)'(in_page_beats) : in_nbeats;
 
   tsr_fifo #(.Width(EntryW), .Depth(Depth)) u_rows (
     .clk_i, .rst_ni, .clear_i,
     .push_i (in_valid_i),
-    .data_i ({in_data_i, in_addr_i, in_cols_i}),
+    .data_i ({in_data_i, in_addr_i, in_cols_i, in_nbeats, in_first_end}),
     .full_o (fifo_full),
     .pop_i  (take),
     .data_o (fifo_out),
     .empty_o(fifo_empty),
     .count_o(fifo_count)
   );
-  assign {e_data, e_addr, e_cols} = fifo_out;
+  assign {e_data, e_addr, e_cols, nbeats, row_first_end} = fifo_out;
   assign pop_o = take;
 
   // The row laid out as it sits in memory from its first beat on.
@@ -76,13 +88,11 @@ module tsr_store #(
   logic [BufBytes*8-1:0] buf_data;
   logic [BufBytes-1:0]   buf_strb;
   logic [$clog2(BufBytes):0] nbytes;
-  logic [BeatW:0] nbeats;
   assign lane     = e_addr[BeatShift-1:0];
   assign nbytes   = ($clog2(BufBytes)+1)'(e_cols) << out_shift_i;
   // narrower elements come packed in the low bits; WSTRB masks the bytes past the row
   assign buf_data = (BufBytes*8)'(e_data) << {lane, 3'b000};
   assign buf_strb = ~({BufBytes{1'b1}} << nbytes) << lane;
-  assign nbeats   = (BeatW+1)'((($clog2(BufBytes)+1)'(lane) + nbytes + ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
 
   // The row in flight: its data, strobes, beat count, and the burst being sent
   // (beats [first_q, end_q) of the row, at addr_q).
@@ -91,18 +101,14 @@ module tsr_store #(
   logic [BufBytes-1:0]   strb_q, strb_d;
   logic [AddrWidth-1:0]  addr_q, addr_d;
   logic [BeatW:0]        beats_q, beats_d, beat_q, beat_d, first_q, first_d, end_q, end_d;
-  logic [BeatW:0]        row_first_end, burst_beats;
-  logic [PageW:0]        page_beats;
+  logic [BeatW:0]        burst_beats;
   logic aw_fire, w_fire, out_full, out_empty, row_done;
   logic [AddrWidth-1:0] out_addr, row_addr;
   logic [$clog2(MaxWrites):0] out_count;
   logic err_q, err_d;
   logic [AddrWidth-1:0] err_addr_q, err_addr_d;
 
-  // Beats left in the 4 KB page where the row starts; the first burst stops there.
   assign row_addr      = {e_addr[AddrWidth-1:BeatShift], {BeatShift{1'b0}}};
-  assign page_beats    = ((PageW+1)'(tsr_pkg::PAGE_BYTES) - {1'b0, row_addr[PageW-1:0]}) >> BeatShift;
-  assign row_first_end = (page_beats < (PageW+1)'(nbeats)) ? (BeatW+1)'(page_beats) : nbeats;
 
   // The next row is taken in the cycle the current one's last beat goes, so rows follow each other
   // without an idle cycle in between.
@@ -121,17 +127,23 @@ module tsr_store #(
   assign aw_fire     = m_awvalid_o && m_awready_i;
   assign w_fire      = m_wvalid_o && m_wready_i;
 
-  // For the WR_BYTES counter alone: the strobes of a beat written are registered and counted in
-  // the next cycle (the count behind the write handshake was one of the paths that held the clock
-  // down, issue #42).
+  // For the WR_BYTES counter alone: the strobes of a beat written are registered, and counted into
+  // a register in the next cycle (the count behind the write handshake was one of the paths that
+  // held the clock down, issue #42).
   logic [BeatBytes-1:0] strb_fired_q;
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) strb_fired_q <= '0;
-    else         strb_fired_q <= w_fire ? m_wstrb_o : '0;
-  end
+  logic [$clog2(AxiDataWidth/8):0] wbytes;
   always_comb begin
-    wbytes_o = '0;
-    for (int b = 0; b < BeatBytes; b++) wbytes_o += ($clog2(BeatBytes)+1)'(strb_fired_q[b]);
+    wbytes = '0;
+    for (int b = 0; b < BeatBytes; b++) wbytes += ($clog2(BeatBytes)+1)'(strb_fired_q[b]);
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      strb_fired_q <= '0;
+      wbytes_o     <= '0;
+    end else begin
+      strb_fired_q <= w_fire ? m_wstrb_o : '0;
+      wbytes_o     <= wbytes;
+    end
   end
 
   always_comb begin
