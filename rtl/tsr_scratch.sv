@@ -243,10 +243,12 @@ module tsr_scratch #(
       perr_o <= perr;
     end
   end
+  logic [$clog2(Cols):0] first_bad;  // the first failing column: one adder after the choice
   always_comb begin
     perr      = bad_q != '0;
-    perr_addr = '0;
-    for (int j = Cols - 1; j >= 0; j--) if (bad_q[j]) perr_addr = table_addr_q + AddrWidth'(j);
+    first_bad = '0;
+    for (int j = Cols - 1; j >= 0; j--) if (bad_q[j]) first_bad = ($clog2(Cols)+1)'(j);
+    perr_addr = table_addr_q + AddrWidth'(first_bad);
   end
   always_ff @(posedge clk_i) begin
     table_addr_q <= rsp_addr_i + AddrWidth'(t_lane);
