@@ -85,6 +85,8 @@ module tsr_ctrl #(
   logic [63:0] chk_addr;
   logic [31:0] mn_q;
   logic [47:0] macs_q;
+  logic [30:0] mnk_lo_q;
+  logic [28:0] mnk_hi_q;
   // public: the simulator may start the counters near a carry (the rtl option counter_start)
   logic [63:0] cnt_q [tsr_pkg::NUM_COUNTERS] /*verilator public_flat_rw*/;
 
@@ -307,8 +309,12 @@ module tsr_ctrl #(
         end
       end
     end
+    // M x N x K in registered steps, each product within one DSP48 (M x N's halves times K, then
+    // their sum): it is added at completion, many cycles after the descriptor's decode
     mn_q       <= desc.m[15:0] * desc.n[15:0];
-    macs_q     <= 48'(mn_q) * 48'(desc.k[KW:0]);
+    mnk_lo_q   <= 31'(mn_q[16:0]) * 31'(desc.k[KW:0]);
+    mnk_hi_q   <= 29'(mn_q[31:17]) * 29'(desc.k[KW:0]);
+    macs_q     <= 48'(mnk_lo_q) + (48'(mnk_hi_q) << 17);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

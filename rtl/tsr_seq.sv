@@ -94,7 +94,9 @@ module tsr_seq #(
   logic        streaming_q, streaming_d;
   logic [KW:0] k_q, k_d;
   logic [KW:0] gap_q, gap_d, gap_min;   // tile interval: max(K, gap_min)
-  logic [$clog2(Credits):0] credits_q, credits_d, credits_inc, credits_tile, credits_inc_tile;
+  logic [$clog2(Credits):0] credits_q, credits_d;
+  // kept apart (Yosys would fold the choice among them back into one adder behind the handshakes)
+  (* keep *) logic [$clog2(Credits):0] credits_inc, credits_tile, credits_inc_tile;
   logic        cur_bslot, cur_nblast, cur_final;
   logic [KW:0] k;
   logic        int8;

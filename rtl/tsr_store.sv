@@ -127,23 +127,30 @@ module tsr_store #(
   assign aw_fire     = m_awvalid_o && m_awready_i;
   assign w_fire      = m_wvalid_o && m_wready_i;
 
-  // For the WR_BYTES counter alone: the strobes of a beat written are registered, and counted into
-  // a register in the next cycle (the count behind the write handshake was one of the paths that
-  // held the clock down, issue #42).
+  // For the WR_BYTES counter alone: the strobes of a beat written are registered, counted in
+  // groups of 16 into registers in the next cycle, and the groups' counts summed after (the count
+  // behind the write handshake was one of the paths that held the clock down, issue #42).
+  localparam int unsigned StrbGroups = (BeatBytes + 15) / 16;
   logic [BeatBytes-1:0] strb_fired_q;
-  logic [$clog2(AxiDataWidth/8):0] wbytes;
+  logic [4:0]           group_q [StrbGroups], group_d [StrbGroups];  // strobes set per group of 16
   always_comb begin
-    wbytes = '0;
-    for (int b = 0; b < BeatBytes; b++) wbytes += ($clog2(BeatBytes)+1)'(strb_fired_q[b]);
+    for (int g = 0; g < StrbGroups; g++) begin
+      group_d[g] = '0;
+      for (int b = g * 16; b < g * 16 + 16 && b < BeatBytes; b++) group_d[g] += 5'(strb_fired_q[b]);
+    end
   end
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       strb_fired_q <= '0;
-      wbytes_o     <= '0;
+      for (int g = 0; g < StrbGroups; g++) group_q[g] <= '0;
     end else begin
       strb_fired_q <= w_fire ? m_wstrb_o : '0;
-      wbytes_o     <= wbytes;
+      for (int g = 0; g < StrbGroups; g++) group_q[g] <= group_d[g];
     end
+  end
+  always_comb begin
+    wbytes_o = '0;
+    for (int g = 0; g < StrbGroups; g++) wbytes_o += ($clog2(BeatBytes)+1)'(group_q[g]);
   end
 
   always_comb begin
