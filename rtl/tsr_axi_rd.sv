@@ -19,7 +19,7 @@ module tsr_axi_rd #(
   input  logic [AddrWidth-1:0]   req_addr_i,
   input  logic [BeatsWidth-1:0]  req_beats_i,  // >= 1
   input  logic [TagWidth-1:0]    req_tag_i,
-  input  logic [BeatsWidth:0]    req_burst_i,  // tsr_int_pkg::first_burst of the request
+  input  logic [BeatsWidth:0]    req_burst_i,  // its first burst, {last, beats} (tsr_first_burst)
   // data beats
   output logic                   rsp_valid_o,
   output logic [DataWidth-1:0]   rsp_data_o,

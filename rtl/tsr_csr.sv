@@ -56,10 +56,10 @@ module tsr_csr #(
   logic [1:0]  irq_status_q, irq_status_d, irq_enable_q, irq_enable_d;
   logic [63:0] ring_base_q, ring_base_d;
   logic [31:0] ring_size_q, ring_size_d, ring_tail_q, ring_tail_d;
-  // RING_SIZE's check, registered with it: the controller's ring check then starts at flip-flops.
-  // Worked out on the value a write would leave, beside the write's handshake, which only chooses.
+  // RING_SIZE's check, registered a cycle after it: the controller's ring check then starts at
+  // flip-flops. AXI-Lite writes here are two cycles apart at the least (a write waits for the
+  // previous one's response), so a doorbell written after RING_SIZE never sees the check behind.
   logic        size_bad_q;
-  logic [31:0] size_written;
   function automatic logic size_bad(logic [31:0] size);
     size_bad = size == '0 || (size & (size - 1'b1)) != '0 || size > tsr_pkg::RING_MAX_ENTRIES;
   endfunction
@@ -82,7 +82,6 @@ module tsr_csr #(
   assign s_rresp_o   = 2'b00;
 
   assign wmask = {{8{s_wstrb_i[3]}}, {8{s_wstrb_i[2]}}, {8{s_wstrb_i[1]}}, {8{s_wstrb_i[0]}}};
-  assign size_written = (ring_size_q & ~wmask) | (s_wdata_i & wmask);
 
   // The counter pair addressed by a read (counters are 64-bit, 8 bytes apart from CNT_BUSY_LO).
   always_comb begin
@@ -197,7 +196,7 @@ module tsr_csr #(
       irq_enable_q <= irq_enable_d;
       ring_base_q  <= ring_base_d;
       ring_size_q  <= ring_size_d;
-      if (do_write && s_awaddr_i == tsr_pkg::CSR_RING_SIZE) size_bad_q <= size_bad(size_written);
+      size_bad_q   <= size_bad(ring_size_q);
       ring_tail_q  <= ring_tail_d;
       cnt_hi_q     <= cnt_hi_d;
       bvalid_q     <= bvalid_d;

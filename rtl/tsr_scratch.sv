@@ -223,13 +223,15 @@ module tsr_scratch #(
   assign shift_o = shift_q[p_slot_i];
 
   // Shift range check on arrival; t_idx holds the block's valid column count. In two registered
-  // steps, each column's check and then the first failing one's address: the error is raised two
-  // cycles after the table is written (the beat's alignment shift, the checks and the choice in
-  // front of the controller were one of the paths that held the clock down, issue #42).
-  logic [Cols-1:0]      bad_q;         // per column: out of range
-  logic [AddrWidth-1:0] table_addr_q;  // the table's first byte
-  logic                 perr;
-  logic [AddrWidth-1:0] perr_addr;
+  // steps, each column's check and then the first failing one, whose address is their sum: the
+  // error is raised two cycles after the table is written (the beat's alignment shift, the checks
+  // and the choice in front of the controller were one of the paths that held the clock down,
+  // issue #42).
+  logic [Cols-1:0]       bad_q;         // per column: out of range
+  logic [AddrWidth-1:0]  table_addr_q;  // the table's first byte
+  logic                  perr;
+  logic [$clog2(Cols):0] first_bad, first_bad_q;  // the first failing column
+  logic [AddrWidth-1:0]  perr_base_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       bad_q  <= '0;
@@ -243,16 +245,16 @@ module tsr_scratch #(
       perr_o <= perr;
     end
   end
-  logic [$clog2(Cols):0] first_bad;  // the first failing column: one adder after the choice
   always_comb begin
     perr      = bad_q != '0;
     first_bad = '0;
     for (int j = Cols - 1; j >= 0; j--) if (bad_q[j]) first_bad = ($clog2(Cols)+1)'(j);
-    perr_addr = table_addr_q + AddrWidth'(first_bad);
   end
   always_ff @(posedge clk_i) begin
     table_addr_q <= rsp_addr_i + AddrWidth'(t_lane);
-    perr_addr_o  <= perr_addr;
+    perr_base_q  <= table_addr_q;
+    first_bad_q  <= first_bad;
   end
+  assign perr_addr_o = perr_base_q + AddrWidth'(first_bad_q);
 
 endmodule

@@ -76,7 +76,7 @@ module tsr_seq #(
   output logic                    tile_o,           // a tile starts
   output logic [15:0]             spad_rd_bytes_o   // scratchpad bytes read in the previous cycle
 );
-  localparam int unsigned Chain = ((Rows > Cols + 5) ? Rows : Cols + 5);
+  localparam int unsigned Chain = ((Rows > Cols + 4) ? Rows : Cols + 4);
   localparam int unsigned Credits = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;  // the store unit's FIFO depth
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
   localparam int unsigned Half = Rows / 2;
@@ -343,7 +343,14 @@ module tsr_seq #(
   logic [AddrWidth-1:0] ro_tile_addr;
   logic ro_cslot, ro_pslot, ro_nblast, ro_final;
 
-  assign ro_start = tok_valid_q[Cols+4] && tok_last_q[Cols+4];
+  // Stage Cols + 4's token, as a flag of its own: the stages before it become a shift register
+  // (SRL), whose output is late.
+  logic ro_start_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) ro_start_q <= 1'b0;
+    else         ro_start_q <= !clear_i && tok_valid_q[Cols+3] && tok_last_q[Cols+3];
+  end
+  assign ro_start = ro_start_q;
   assign info_pop = ro_start;
   assign ro_on    = ro_start || ro_active_q;
   assign ro_row   = ro_start ? '0 : ro_row_q;
