@@ -436,18 +436,26 @@ module tsr_seq #(
   // tables it uses.
   localparam int unsigned StepBytes = Rows + Cols;
   logic [15:0] step_bytes, row_bytes;
-  assign step_bytes = !emit ? '0 : Bf16 && bf16_i ? 16'(2 * StepBytes) : 16'(StepBytes) + (fold ? 16'(Cols) : 16'd0);
+  logic        emit_q;  // a step a cycle ago: its bytes are counted from a flip-flop
+  assign step_bytes = !emit_q ? '0 : Bf16 && bf16_i ? 16'(2 * StepBytes) : 16'(StepBytes) + (fold ? 16'(Cols) : 16'd0);
   assign row_bytes  = !e_valid_q ? '0 :
                       (cfg_i.accumulate ? 16'(Cols * 4) : 16'd0) + (cfg_i.bias ? 16'(Cols * 4) : 16'd0) +
                       (int8 ? 16'(Cols * 5) : 16'd0);
   assign step_o          = emit;
   assign tile_o          = start_tile;
   // Registered: for the SPAD_RD_BYTES counter alone (the sum behind the tile's start was one of the
-  // paths that held the clock down, issue #42).
+  // paths that held the clock down, issue #42). The clear lands with rows still in the array.
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni)      spad_rd_bytes_o <= '0;
-    else if (clear_i) spad_rd_bytes_o <= '0;  // the clear lands with rows still in the array
-    else              spad_rd_bytes_o <= step_bytes + row_bytes;
+    if (!rst_ni) begin
+      emit_q          <= 1'b0;
+      spad_rd_bytes_o <= '0;
+    end else if (clear_i) begin
+      emit_q          <= 1'b0;
+      spad_rd_bytes_o <= '0;
+    end else begin
+      emit_q          <= emit;
+      spad_rd_bytes_o <= step_bytes + row_bytes;
+    end
   end
 
   logic done_q, done_d;
