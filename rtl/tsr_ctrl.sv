@@ -255,12 +255,9 @@ module tsr_ctrl #(
   // ---------------------------------------------------------------- counters
   // The increments are registered, so that each 64-bit adder starts at flip-flops and not at the
   // sequencer's or the buses' logic (those paths were the engine's longest, issue #42): a counter
-  // shows an action the cycle after it. MACS adds macs_q, a register already, and the sum is kept
-  // ready (both change only as a descriptor is decoded or completes, or with the clear).
+  // shows an action the cycle after it. MACS adds macs_q, a register already.
   logic inc_busy_q, inc_stall_q, inc_rd_q, inc_step_q, inc_tile_q, inc_desc_q;
   logic [$clog2(AxiDataWidth/8):0] inc_wr_q;
-  logic [63:0] macs_sum_q;
-  always_ff @(posedge clk_i) macs_sum_q <= cnt_q[tsr_pkg::CNT_MACS] + 64'(macs_q);
   logic [15:0] inc_spad_q;
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -286,7 +283,7 @@ module tsr_ctrl #(
     end else begin
       cnt_q[tsr_pkg::CNT_BUSY]     <= cnt_q[tsr_pkg::CNT_BUSY] + 64'(inc_busy_q);
       cnt_q[tsr_pkg::CNT_STALL]    <= cnt_q[tsr_pkg::CNT_STALL] + 64'(inc_stall_q);
-      if (state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) cnt_q[tsr_pkg::CNT_MACS] <= macs_sum_q;
+      if (state_q == CComplete && desc.opcode == tsr_pkg::OP_GEMM) cnt_q[tsr_pkg::CNT_MACS] <= cnt_q[tsr_pkg::CNT_MACS] + 64'(macs_q);
       cnt_q[tsr_pkg::CNT_RD_BYTES] <= cnt_q[tsr_pkg::CNT_RD_BYTES] + (inc_rd_q ? 64'(BeatBytes) : 64'd0);
       cnt_q[tsr_pkg::CNT_WR_BYTES] <= cnt_q[tsr_pkg::CNT_WR_BYTES] + 64'(inc_wr_q);
       cnt_q[tsr_pkg::CNT_STEPS]    <= cnt_q[tsr_pkg::CNT_STEPS] + 64'(inc_step_q);

@@ -78,15 +78,14 @@ module tsr_epilogue #(
 
     // Stage 2: x = acc << left (wrapping) and the multiplier, the DSPs' operands. The multiplier is
     // read from the table here, with the slot of the row in stage 1 (mult_i), not registered twice.
-    logic signed [31:0] x2_q, y2_q, acc2_q;
+    logic signed [31:0] x2_q, y2_q, acc2_q;  // x2_q, y2_q feed only the DSPs: their A and B registers
     logic        [4:0]  right2_q;
 
     // Stage 3: x * y as four products that each fit a DSP48E1 (25 x 18 signed): the operands'
-    // low 17 bits (unsigned) and high 15 bits (signed). Saturation (the one product that overflows).
+    // low 17 bits (unsigned) and high 15 bits (signed).
     logic        [33:0] ll3_q;           // low x low, unsigned
     logic signed [32:0] lh3_q, hl3_q;    // low x high, high x low
     logic signed [29:0] hh3_q;           // high x high
-    logic               sat3_q;
     logic        [4:0]  right3_q;
     logic signed [31:0] acc3_q;
 
@@ -96,11 +95,13 @@ module tsr_epilogue #(
     logic signed [33:0] mid4_q;
     logic        [34:0] low4_q;
     logic signed [29:0] hh4_q;
-    logic               sat4_q;
     logic        [4:0]  right4_q;
     logic signed [31:0] acc4_q;
 
     // Stage 5: low + mid x 2^17, of which only the bits from 31 up matter now; the high product.
+    // Saturation, the one product that overflows (x = y = -2^31), seen in the products: the high
+    // one is 2^28 only for high halves both -2^14, and then the middle sum, -2^14 x (the low
+    // halves' sum), is 0 only for low halves both 0.
     logic signed [20:0] sum5_q;          // bits 51..31
     logic signed [29:0] hh5_q;
     logic               sat5_q;
@@ -124,10 +125,14 @@ module tsr_epilogue #(
     assign rest     = (high6_q & below) != '0;
     assign round_up = half && (!high6_q[31] || rest);
 
-    // Stage 8: the zero point and the rounding's one.
-    logic signed [31:0] zp8_q, acc8_q;
+    // Stage 8: the zero point and the rounding's one, and the sum's comparisons with the clamp's
+    // bounds: only those and its low byte are kept (fewer flip-flops than the sum).
+    logic signed [31:0] zp8, acc8_q;     // zp8 wraps as the model's int32 add
+    logic               lo8_q, hi8_q;    // zp8 below act_min, above act_max
+    logic        [7:0]  zp8_low_q;
+    assign zp8 = div7_q + 32'($signed(cfg_i.out_zp)) + 32'(round7_q);
 
-    // Stage 9: the clamp.
+    // Stage 9: the clamp's choice.
     logic signed [7:0]  q9_q;
     logic signed [31:0] acc9_q;
 
@@ -152,7 +157,6 @@ module tsr_epilogue #(
       lh3_q    <= $signed({1'b0, x2_q[16:0]}) * $signed(y2_q[31:17]);
       hl3_q    <= $signed(x2_q[31:17]) * $signed({1'b0, y2_q[16:0]});
       hh3_q    <= $signed(x2_q[31:17]) * $signed(y2_q[31:17]);
-      sat3_q   <= x2_q == 32'sh80000000 && y2_q == 32'sh80000000;
       right3_q <= right2_q;
       acc3_q   <= acc2_q;
       if (float && cfg_i.relu) acc3_q <= tsr_fp_pkg::relu(acc2_q);
@@ -160,14 +164,13 @@ module tsr_epilogue #(
       mid4_q   <= 34'(lh3_q) + 34'(hl3_q);
       low4_q   <= 35'(ll3_q) + 35'(1 << 30);
       hh4_q    <= hh3_q;
-      sat4_q   <= sat3_q;
       right4_q <= right3_q;
       acc4_q   <= acc3_q;
       if (float && bf16_out) acc4_q <= 32'(tsr_fp_pkg::to_bf16(acc3_q));
 
       sum5_q   <= 21'((52'(low4_q) + (52'(mid4_q) <<< 17)) >>> 31);
       hh5_q    <= hh4_q;
-      sat5_q   <= sat4_q;
+      sat5_q   <= hh4_q == 30'sh10000000 && mid4_q == '0;
       right5_q <= right4_q;
       acc5_q   <= acc4_q;
 
@@ -179,12 +182,14 @@ module tsr_epilogue #(
       round7_q <= round_up;
       acc7_q   <= acc6_q;
 
-      zp8_q    <= div7_q + 32'($signed(cfg_i.out_zp)) + 32'(round7_q);
-      acc8_q   <= acc7_q;
+      lo8_q     <= zp8 < 32'($signed(cfg_i.act_min));
+      hi8_q     <= zp8 > 32'($signed(cfg_i.act_max));
+      zp8_low_q <= zp8[7:0];
+      acc8_q    <= acc7_q;
 
-      if (zp8_q < 32'($signed(cfg_i.act_min)))      q9_q <= $signed(cfg_i.act_min);
-      else if (zp8_q > 32'($signed(cfg_i.act_max))) q9_q <= $signed(cfg_i.act_max);
-      else                                      q9_q <= zp8_q[7:0];
+      if (lo8_q)      q9_q <= $signed(cfg_i.act_min);
+      else if (hi8_q) q9_q <= $signed(cfg_i.act_max);
+      else            q9_q <= zp8_low_q;
       acc9_q   <= acc8_q;
     end
 `ifndef SYNTHESIS
@@ -204,11 +209,11 @@ module tsr_epilogue #(
     cov_rq_mult_zero:   cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == '0);
     cov_rq_mult_one:    cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sd1);
     cov_rq_mult_half:   cover property (@(posedge clk_i) valid_q[1] && int8 && y2_q == 32'sh40000000);
-    cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[2] && int8 && sat3_q);
+    cov_rq_saturate:    cover property (@(posedge clk_i) valid_q[4] && int8 && sat5_q);
     cov_rq_round_up:    cover property (@(posedge clk_i) valid_q[5] && int8 && right6_q != '0 && round_up);
     cov_rq_round_tie:   cover property (@(posedge clk_i) valid_q[5] && int8 && half && !rest);
-    cov_rq_clamp_min:   cover property (@(posedge clk_i) valid_q[7] && int8 && zp8_q < 32'($signed(cfg_i.act_min)));
-    cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[7] && int8 && zp8_q > 32'($signed(cfg_i.act_max)));
+    cov_rq_clamp_min:   cover property (@(posedge clk_i) valid_q[7] && int8 && lo8_q);
+    cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[7] && int8 && hi8_q);
     cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.out_zp[7]);
     cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.act_max[7]);
     // BF16's special values through each float step of the epilogue (rtl/testplan.toml,

@@ -245,10 +245,14 @@ module tsr_scratch #(
       perr_o <= perr;
     end
   end
+  // The first failing column from the lowest set bit (a carry chain) and an OR per index bit,
+  // not a chain of priority muxes over the columns.
+  logic [Cols-1:0] lowest_bad;
+  assign lowest_bad = bad_q & (~bad_q + Cols'(1));
   always_comb begin
     perr      = bad_q != '0;
     first_bad = '0;
-    for (int j = Cols - 1; j >= 0; j--) if (bad_q[j]) first_bad = ($clog2(Cols)+1)'(j);
+    for (int j = 0; j < Cols; j++) first_bad |= lowest_bad[j] ? ($clog2(Cols)+1)'(j) : '0;
   end
   always_ff @(posedge clk_i) begin
     table_addr_q <= rsp_addr_i + AddrWidth'(t_lane);

@@ -159,14 +159,13 @@ module tsr_seq #(
   // Resident A (tsr_loader_a loads it in the first column block, each row block at its own place):
   // the first column block's tiles wait for and release their slots as usual, the later ones read
   // their row block's A rows where they were left. These follow from the GEMM alone, so they are
-  // registered (valid from the cycle after start_i, before the first tile can start): the tile
-  // start's logic then begins at flip-flops.
-  logic [15:0] a_row_beats_d;
-  assign a_row_beats_d = tsr_int_pkg::beats_of(Bf16 && bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes);
+  // registered in two steps, as in tsr_loader_a: the descriptor is decoded two cycles before
+  // start_i, so they are valid from the cycle after it, before the first tile can start, and the
+  // tile start's logic begins at flip-flops.
   always_ff @(posedge clk_i) begin
-    a_row_beats <= a_row_beats_d;
-    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats_d, Rows, BankBeats);
-    a_quad      <= tsr_int_pkg::a_quad(Bf16 && bf16_i, a_row_beats_d, KMax, BeatBytes);
+    a_row_beats <= tsr_int_pkg::beats_of(Bf16 && bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes);
+    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
+    a_quad      <= tsr_int_pkg::a_quad(Bf16 && bf16_i, a_row_beats, KMax, BeatBytes);
   end
   assign a_base      = a_resident ? a_blk_q : a_quad ? {tile_q, (KW-1)'(0)} : {tile_q[0], KW'(0)};
   assign a_wait      = !a_resident || cols_blk_q == '0;
