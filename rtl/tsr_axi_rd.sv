@@ -61,10 +61,9 @@ module tsr_axi_rd #(
   logic [$clog2(MaxReads):0] track_count;
   logic [TrackW-1:0]     track_in, track_out;
   logic [TagWidth-1:0]   trk_tag;
-  logic [BeatsWidth-1:0] trk_base;
   logic                  trk_last;
   logic [AddrWidth-1:0]  trk_addr;
-  logic [BeatsWidth-1:0] beat_q, beat_d;
+  logic [BeatsWidth-1:0] beat_q, beat_d;  // the next beat's index in its request
   logic                  err_q, err_d;
   logic                  ar_hold_q, ar_hold_d;  // AR valid awaiting ready: must not be withdrawn
   logic [AddrWidth-1:0]  err_addr_q, err_addr_d;
@@ -117,39 +116,69 @@ module tsr_axi_rd #(
     if (clear_i) busy_d = 1'b0;
   end
 
-  assign track_in = {tag_q, done_q, last_q, addr_q};
-  assign {trk_tag, trk_base, trk_last, trk_addr} = track_out;
+  // Bursts in flight, oldest first: the oldest in a register (head_q), the others in the FIFO
+  // behind it. The beats' tag and addresses then come from flip-flops, not from the FIFO's LUT RAM,
+  // so the scratchpads' write decode and the checks behind a beat begin at flip-flops (issue #42).
+  // A burst goes straight to the register when the FIFO is empty and the register free or being
+  // freed (by its last beat), so it is there the cycle after AR, as a FIFO's head would be; the
+  // register is empty only when the FIFO is. MaxReads bounds both together.
+  localparam int unsigned HeadW = TagWidth + 1 + AddrWidth;
+  logic              head_valid_q, head_free, to_head, fifo_full;
+  logic [TrackW-1:0] next_head;  // the register's next burst: the FIFO's oldest, or the one issued now
+  logic [TagWidth-1:0]   next_tag;
+  logic [BeatsWidth-1:0] next_base;
+  logic                  next_last;
+  logic [AddrWidth-1:0]  next_addr;
+  logic [HeadW-1:0]  head_q;     // its tag, last flag and address; its first beat's index is beat_q
+  assign head_free  = !head_valid_q || (m_rvalid_i && m_rlast_i);
+  assign to_head    = head_free && track_empty;
+  assign track_in   = {tag_q, done_q, last_q, addr_q};
+  logic [$clog2(MaxReads):0] in_flight_q;  // bursts in the register and the FIFO
+  assign track_full = in_flight_q == ($clog2(MaxReads)+1)'(MaxReads);
+  assign next_head  = track_empty ? track_in : track_out;
+  assign {next_tag, next_base, next_last, next_addr} = next_head;
+  assign {trk_tag, trk_last, trk_addr} = head_q;
 
   tsr_fifo #(.Width(TrackW), .Depth(MaxReads)) u_track (
     .clk_i, .rst_ni, .clear_i,
-    .push_i (ar_fire),
+    .push_i (ar_fire && !to_head),
     .data_i (track_in),
-    .full_o (track_full),
-    .pop_i  (m_rvalid_i && m_rlast_i),
+    .full_o (fifo_full),  // never: in_flight_q bounds it
+    .pop_i  (head_free && !track_empty),
     .data_o (track_out),
     .empty_o(track_empty),
     .count_o(track_count)
   );
-
-  // Every beat is accepted at once: destinations are reserved before a request is made. A beat
-  // leaves registered with its tag, the cycle after it is on the R channel: the scratchpads' write
-  // decode, the fills and the checks behind it then begin at flip-flops (issue #42).
-  assign m_rready_o = 1'b1;
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) rsp_valid_o <= 1'b0;
-    else         rsp_valid_o <= m_rvalid_i && !clear_i;
+    if (!rst_ni) begin
+      head_valid_q <= 1'b0;
+      in_flight_q  <= '0;
+    end else if (clear_i) begin
+      head_valid_q <= 1'b0;
+      in_flight_q  <= '0;
+    end else begin
+      if (head_free) head_valid_q <= !track_empty || ar_fire;
+      in_flight_q <= in_flight_q + ($clog2(MaxReads)+1)'(ar_fire) -
+                     ($clog2(MaxReads)+1)'(head_valid_q && m_rvalid_i && m_rlast_i);
+    end
   end
   always_ff @(posedge clk_i) begin
-    rsp_data_o <= m_rdata_i;
-    rsp_tag_o  <= trk_tag;
-    rsp_beat_o <= trk_base + beat_q;
-    rsp_last_o <= m_rlast_i && trk_last;
-    rsp_addr_o <= trk_addr;
+    if (head_free) head_q <= {next_tag, next_last, next_addr};
   end
+
+  // Every beat is accepted at once: destinations are reserved before a request is made.
+  assign m_rready_o  = 1'b1;
+  assign rsp_valid_o = m_rvalid_i;
+  assign rsp_data_o  = m_rdata_i;
+  assign rsp_tag_o   = trk_tag;
+  assign rsp_beat_o  = beat_q;
+  assign rsp_last_o  = m_rlast_i && trk_last;
+  assign rsp_addr_o  = trk_addr;
 
   always_comb begin
     beat_d = beat_q;
-    if (m_rvalid_i) beat_d = m_rlast_i ? '0 : beat_q + 1'b1;
+    if (head_free)       beat_d = next_base;
+    else if (m_rvalid_i) beat_d = beat_q + 1'b1;
     err_d      = err_q;
     err_addr_d = err_addr_q;
     if (m_rvalid_i && m_rresp_i[1] && !err_q) begin
@@ -164,7 +193,7 @@ module tsr_axi_rd #(
 
   assign err_o      = err_q;
   assign err_addr_o = err_addr_q;
-  assign idle_o     = track_empty && !rsp_valid_o && !ar_hold_q && (!busy_q || abort_i);
+  assign idle_o     = !head_valid_q && !ar_hold_q && (!busy_q || abort_i);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -200,5 +229,5 @@ module tsr_axi_rd #(
   end
 
   logic unused_track_count;
-  assign unused_track_count = ^track_count ^ m_rresp_i[0];
+  assign unused_track_count = ^track_count ^ m_rresp_i[0] ^ fifo_full;
 endmodule

@@ -91,9 +91,8 @@ struct ReadReq {
   bool fill = false;  // its last beat completes the slot (the tag's `last` bit)
 };
 
-// The last beat of a request whose tag completes a slot (or the descriptor): the cycle it leaves
-// tsr_axi_rd's register, one after it was on the R channel, which makes the slot full at the next
-// edge.
+// The last beat of a request whose tag completes a slot (or the descriptor): the cycle it is on
+// the R channel, which makes the slot full at the next edge.
 struct Fill {
   uint64_t at;
   Dest dest;
@@ -438,7 +437,7 @@ void EngineSim::run_train(uint64_t t) {
         return;
       }
       const uint64_t end = issue_burst(ar, burst);
-      if (burst == ax_.beats && ax_.fill) fills_.push({end + 1, ax_.dest, ax_.slot});
+      if (burst == ax_.beats && ax_.fill) fills_.push({end, ax_.dest, ax_.slot});
       ax_.addr += burst * beat_;
       ax_.beats -= burst;
       last = ar;
@@ -598,7 +597,7 @@ void EngineSim::step() {
   }
   if (ar_fire) {
     const uint64_t last = issue_burst(t, burst);
-    if (last_burst && ax_.fill) fills_.push({last + 1, ax_.dest, ax_.slot});
+    if (last_burst && ax_.fill) fills_.push({last, ax_.dest, ax_.slot});
     ax_.addr += burst * beat_;
     ax_.beats -= burst;
     if (last_burst) ax_busy_ = false;
