@@ -105,11 +105,12 @@ module tsr_scratch #(
   // ---------------------------------------------------------------- A banks
   // A bank's read data comes from a block RAM late in the cycle, too late to choose a byte of the
   // beat and reach the array in the same one (issue #42): the aligned 16-bit word holding the byte
-  // is chosen within groups of 16 words (a LUT and the slice's two wide multiplexers) and
-  // registered, and the group, the byte and the array's input follow in the next cycle. The B
+  // is chosen within groups of words (the whole beat up to 16 words; 8 in a wider beat, whose 16
+  // took three LUTs in a row on the large preset) and registered, and the group, the byte and the
+  // array's input follow in the next cycle. The B
   // banks' data is registered likewise, so that both reach the array two cycles after the read.
   localparam int unsigned Words = AxiDataWidth / 16;
-  localparam int unsigned GroupW = Words > 16 ? 4 : $clog2(Words);  // a word's index in its group
+  localparam int unsigned GroupW = Words > 16 ? 3 : $clog2(Words);  // a word's index in its group
   localparam int unsigned Groups = Words >> GroupW;
   for (genvar i = 0; i < Rows; i++) begin : g_abank
     logic [AxiDataWidth-1:0] mem [2*WordsPerSlot];

@@ -47,7 +47,8 @@ module tsr_store #(
   localparam int unsigned BufBytes = (Cols * 4 > BeatBytes) ? Cols * 4 : BeatBytes;
   localparam int unsigned BufBeats = BufBytes / BeatBytes;
   localparam int unsigned BeatW = (BufBeats > 1) ? $clog2(BufBeats) : 1;
-  localparam int unsigned EntryW = Cols * 32 + AddrWidth + ColW + 1 + 2 * (BeatW + 1);
+  localparam int unsigned EndW = $clog2(BufBytes) + 1;  // a row's end in its buffer, < 2 x BufBytes
+  localparam int unsigned EntryW = Cols * 32 + AddrWidth + EndW + 2 * (BeatW + 1);
   localparam int unsigned Depth = tsr_pkg::STORE_ROWS_PER_ARRAY_ROW * Rows;
   localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
 
@@ -56,16 +57,17 @@ module tsr_store #(
   logic [$clog2(Depth):0] fifo_count;
   logic [Cols*32-1:0] e_data;
   logic [AddrWidth-1:0] e_addr;
-  logic [ColW:0] e_cols;
+  logic [EndW-1:0] e_end;
   logic [BeatW:0] nbeats, row_first_end;  // the row's beats; the end of its first burst
 
-  // A row's beats and where its first burst ends follow from its address and columns: worked out
-  // as it enters the FIFO, so that taking a row starts at the FIFO's output (issue #42).
+  // A row's end (its first byte's lane plus its bytes), beats and where its first burst ends follow
+  // from its address and columns: worked out as it enters the FIFO, so that taking a row starts at
+  // the FIFO's output (issue #42).
+  logic [EndW-1:0] in_end;
   logic [BeatW:0] in_nbeats, in_first_end;
   logic [PageW:0] in_page_beats;
-  assign in_nbeats     = (BeatW+1)'((($clog2(BufBytes)+1)'(in_addr_i[BeatShift-1:0]) +
-                                     (($clog2(BufBytes)+1)'(in_cols_i) << out_shift_i) +
-                                     ($clog2(BufBytes)+1)'(BeatBytes - 1)) >> BeatShift);
+  assign in_end        = EndW'(in_addr_i[BeatShift-1:0]) + (EndW'(in_cols_i) << out_shift_i);
+  assign in_nbeats     = (BeatW+1)'((in_end + EndW'(BeatBytes - 1)) >> BeatShift);
   // beats left in the 4 KB page where the row starts; the first burst stops there
   assign in_page_beats = ((PageW+1)'(tsr_pkg::PAGE_BYTES) - {1'b0, in_addr_i[PageW-1:BeatShift], BeatShift'(0)}) >> BeatShift;
   assign in_first_end  = (in_page_beats < (PageW+1)'(in_nbeats)) ? (BeatW+1)'(in_page_beats) : in_nbeats;
@@ -73,26 +75,26 @@ module tsr_store #(
   tsr_fifo #(.Width(EntryW), .Depth(Depth)) u_rows (
     .clk_i, .rst_ni, .clear_i,
     .push_i (in_valid_i),
-    .data_i ({in_data_i, in_addr_i, in_cols_i, in_nbeats, in_first_end}),
+    .data_i ({in_data_i, in_addr_i, in_end, in_nbeats, in_first_end}),
     .full_o (fifo_full),
     .pop_i  (take),
     .data_o (fifo_out),
     .empty_o(fifo_empty),
     .count_o(fifo_count)
   );
-  assign {e_data, e_addr, e_cols, nbeats, row_first_end} = fifo_out;
+  assign {e_data, e_addr, e_end, nbeats, row_first_end} = fifo_out;
   assign pop_o = take;
 
   // The row laid out as it sits in memory from its first beat on.
   logic [BeatShift-1:0] lane;
   logic [BufBytes*8-1:0] buf_data;
   logic [BufBytes-1:0]   buf_strb;
-  logic [$clog2(BufBytes):0] nbytes;
   assign lane     = e_addr[BeatShift-1:0];
-  assign nbytes   = ($clog2(BufBytes)+1)'(e_cols) << out_shift_i;
-  // narrower elements come packed in the low bits; WSTRB masks the bytes past the row
+  // narrower elements come packed in the low bits; WSTRB masks the bytes outside [lane, end)
   assign buf_data = (BufBytes*8)'(e_data) << {lane, 3'b000};
-  assign buf_strb = ~({BufBytes{1'b1}} << nbytes) << lane;
+  always_comb begin
+    for (int i = 0; i < BufBytes; i++) buf_strb[i] = EndW'(i) >= EndW'(lane) && EndW'(i) < e_end;
+  end
 
   // The row in flight: its data, strobes, beat count, and the burst being sent
   // (beats [first_q, end_q) of the row, at addr_q).
@@ -187,12 +189,30 @@ module tsr_store #(
     if (clear_i) busy_d = 1'b0;
   end
 
-  // Addresses of bursts awaiting their write response, for error reports.
+  // Addresses of bursts awaiting their write response, for error reports. They are counted beside
+  // it, and whether the next AW must wait is registered: behind the FIFO's pointer comparison, AW's
+  // handshake and the row's completion made one of the paths that held the clock down (issue #42).
+  localparam int unsigned OutW = $clog2(MaxWrites) + 1;
+  logic [OutW-1:0] out_n_q, out_n_d;
+  logic            out_fifo_full;  // never: out_full keeps AW back first
+  assign out_n_d = out_n_q + OutW'(aw_fire) - OutW'(m_bvalid_i);
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      out_n_q  <= '0;
+      out_full <= 1'b0;
+    end else if (clear_i) begin
+      out_n_q  <= '0;
+      out_full <= 1'b0;
+    end else begin
+      out_n_q  <= out_n_d;
+      out_full <= out_n_d == OutW'(MaxWrites);
+    end
+  end
   tsr_fifo #(.Width(AddrWidth), .Depth(MaxWrites)) u_outstanding (
     .clk_i, .rst_ni, .clear_i,
     .push_i (aw_fire),
     .data_i (addr_q),
-    .full_o (out_full),
+    .full_o (out_fifo_full),
     .pop_i  (m_bvalid_i),
     .data_o (out_addr),
     .empty_o(out_empty),
@@ -239,5 +259,5 @@ module tsr_store #(
   end
 
   logic unused_store;
-  assign unused_store = fifo_full ^ ^fifo_count ^ ^out_count ^ m_bresp_i[0];
+  assign unused_store = fifo_full ^ ^fifo_count ^ ^out_count ^ m_bresp_i[0] ^ out_fifo_full;
 endmodule
