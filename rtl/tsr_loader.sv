@@ -59,7 +59,6 @@ module tsr_loader #(
   logic                  b_req_valid, b_grant, b_req_slot, b_req_last;
   logic [AddrWidth-1:0]  a_req_addr, b_req_addr;
   logic [BeatsWidth-1:0] a_req_beats, b_req_beats;
-  logic [BeatsWidth:0]   b_req_burst;
   logic [2:0]            a_req_dest, b_req_dest;
   logic [KW-1:0]         a_req_idx, b_req_idx;
 
@@ -91,8 +90,7 @@ module tsr_loader #(
     .req_dest_o (b_req_dest),
     .req_slot_o (b_req_slot),
     .req_idx_o  (b_req_idx),
-    .req_last_o (b_req_last),
-    .req_burst_o(b_req_burst)
+    .req_last_o (b_req_last)
   );
 
   tsr_rd_arb #(.KMax(KMax), .AxiDataWidth(AxiDataWidth)) u_arb (
@@ -103,7 +101,7 @@ module tsr_loader #(
     .a_req_idx_i  (a_req_idx), .a_req_last_i(a_req_last),
     .b_req_valid_i(b_req_valid), .b_grant_o(b_grant), .b_req_addr_i(b_req_addr),
     .b_req_beats_i(b_req_beats), .b_req_dest_i(b_req_dest), .b_req_slot_i(b_req_slot),
-    .b_req_idx_i  (b_req_idx), .b_req_last_i(b_req_last), .b_req_burst_i(b_req_burst),
+    .b_req_idx_i  (b_req_idx), .b_req_last_i(b_req_last),
     .req_valid_o, .req_ready_i, .req_addr_o, .req_beats_o, .req_tag_o, .req_burst_o
   );
 

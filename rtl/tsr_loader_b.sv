@@ -29,8 +29,7 @@ module tsr_loader_b #(
   output logic [2:0]            req_dest_o,  // tsr_int_pkg::DEST_*
   output logic                  req_slot_o,
   output logic [KW-1:0]         req_idx_o,   // k of a B row; valid columns of a shift table
-  output logic                  req_last_o,  // the slot is complete with this request
-  output logic [BeatsWidth:0]   req_burst_o  // its first burst, {last, beats} (tsr_first_burst)
+  output logic                  req_last_o   // the slot is complete with this request
 );
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
   localparam int unsigned Seg4Beats = (Cols * 4 <= BeatBytes) ? 1 : (Cols * 4) / BeatBytes;
@@ -59,16 +58,6 @@ module tsr_loader_b #(
   // beats_q): they are meaningful only with req_valid_o.
   assign req_addr_o  = addr_q;
   assign req_beats_o = beats_q;
-  // The first burst is registered with them, worked out from the next address here rather than
-  // behind the arbiter's choice, in front of the read master's registered burst (issue #42).
-  localparam int unsigned PageW = $clog2(tsr_pkg::PAGE_BYTES);
-  localparam int unsigned BeatShift = $clog2(AxiDataWidth / 8);
-  logic [BeatsWidth:0] burst_q, burst_d;
-  tsr_first_burst #(.DataWidth(AxiDataWidth)) u_first_burst (
-    .beats_i(beats_d), .page_offset_i({addr_d[PageW-1:BeatShift], BeatShift'(0)}),
-    .last_o(burst_d[BeatsWidth]), .burst_o(burst_d[BeatsWidth-1:0])
-  );
-  assign req_burst_o = burst_q;
   always_comb begin
     req_valid_o = 1'b0;
     req_dest_o  = '0;
@@ -199,6 +188,5 @@ module tsr_loader_b #(
     bias_q      <= bias_d;
     addr_q      <= addr_d;
     beats_q     <= beats_d;
-    burst_q     <= burst_d;
   end
 endmodule

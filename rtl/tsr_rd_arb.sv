@@ -2,8 +2,8 @@
 // loaders take turns (round robin). Aligns each request to a beat and packs its read tag, which
 // tsr_scratch unpacks: destination, slot, row or k index, the byte lane where the data starts in
 // its beat, and whether this request completes the slot. Each request's first AXI burst is worked
-// out beside the choice among them (tsr_first_burst; the B loader's comes registered with its
-// request), so that the read master's registered burst does not wait for the choice's decode.
+// out beside the choice among them (tsr_first_burst), so that the read master's registered burst
+// does not wait for the choice's decode.
 module tsr_rd_arb #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
@@ -37,7 +37,6 @@ module tsr_rd_arb #(
   input  logic                  b_req_slot_i,
   input  logic [KW-1:0]         b_req_idx_i,
   input  logic                  b_req_last_i,
-  input  logic [BeatsWidth:0]   b_req_burst_i,  // its first burst, registered by tsr_loader_b
   // to the read master
   output logic                  req_valid_o,
   input  logic                  req_ready_i,
@@ -71,7 +70,10 @@ module tsr_rd_arb #(
     .beats_i(a_req_beats_i), .page_offset_i({a_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
     .last_o(a_burst[BeatsWidth]), .burst_o(a_burst[BeatsWidth-1:0])
   );
-  assign b_burst = b_req_burst_i;
+  tsr_first_burst #(.DataWidth(AxiDataWidth)) u_b_burst (
+    .beats_i(b_req_beats_i), .page_offset_i({b_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
+    .last_o(b_burst[BeatsWidth]), .burst_o(b_burst[BeatsWidth-1:0])
+  );
 
   always_comb begin
     if (desc_req_valid_i) begin
