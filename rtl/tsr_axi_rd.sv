@@ -73,13 +73,24 @@ module tsr_axi_rd #(
   // held the engine's clock down (issue #42). A new request brings its first burst worked out
   // (tsr_rd_arb); the rest of a request's are worked out here for the address and count after
   // this burst, and the handshake picks one.
+  localparam int unsigned PageBeats = tsr_pkg::PAGE_BYTES / BeatBytes;
   assign {req_last, req_burst} = req_burst_i;
-  tsr_first_burst #(.DataWidth(DataWidth)) u_rest_burst (
-    .beats_i      (left_q - burst_q),
-    .page_offset_i({PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q)), BeatShift'(0)}),
-    .last_o       (rest_last),
-    .burst_o      (rest_burst)
-  );
+  if (PageBeats <= tsr_pkg::MAX_BURST_BEATS) begin : g_rest_page
+    // A burst that is not its request's last ends at its page's end, so the rest starts a page:
+    // the next burst is the last where left <= burst + the page's beats, one comparison (burst_q
+    // is at most the page's beats, so that sum is a matter of its top bits, not an adder).
+    logic [BeatsWidth:0] fit;
+    assign fit        = {(BeatsWidth-PageIdxW)'(burst_q[PageIdxW]), !burst_q[PageIdxW], burst_q[PageIdxW-1:0]};
+    assign rest_last  = {1'b0, left_q} <= fit;
+    assign rest_burst = rest_last ? left_q - burst_q : BeatsWidth'(PageBeats);
+  end else begin : g_rest_any
+    tsr_first_burst #(.DataWidth(DataWidth)) u_rest_burst (
+      .beats_i      (left_q - burst_q),
+      .page_offset_i({PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q)), BeatShift'(0)}),
+      .last_o       (rest_last),
+      .burst_o      (rest_burst)
+    );
+  end
 
   // After an abort, a request cut short keeps busy_q until the soft reset's clear, which comes with
   // abort already low: no burst may start then, or the clear would forget it while the memory
