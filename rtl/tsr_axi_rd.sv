@@ -19,7 +19,7 @@ module tsr_axi_rd #(
   input  logic [AddrWidth-1:0]   req_addr_i,
   input  logic [BeatsWidth-1:0]  req_beats_i,  // >= 1
   input  logic [TagWidth-1:0]    req_tag_i,
-  input  logic [BeatsWidth:0]    req_burst_i,  // its first burst, {last, beats} (tsr_first_burst)
+  input  logic [BeatsWidth:0]    req_burst_i,  // its first burst, {last, else its beats} (tsr_first_burst)
   // data beats
   output logic                   rsp_valid_o,
   output logic [DataWidth-1:0]   rsp_data_o,
@@ -55,8 +55,9 @@ module tsr_axi_rd #(
   logic [AddrWidth-1:0]  addr_q, addr_d;
   logic [BeatsWidth-1:0] left_q, left_d, done_q, done_d;
   logic [TagWidth-1:0]   tag_q, tag_d;
-  logic [BeatsWidth-1:0] burst_q, req_burst, rest_burst;  // the current burst's beats, the next's
-  logic                  last_q, req_last, rest_last;      // the burst ends the request
+  logic [BeatsWidth-1:0] cap_q, req_cap, rest_cap;  // the current burst's beats unless it is the last
+  logic                  last_q, req_last, rest_last;  // the burst ends the request: its beats are left_q
+  logic [BeatsWidth-1:0] burst;                     // the current burst's beats
   logic                  ar_fire, track_full, track_empty;
   logic [$clog2(MaxReads):0] track_count;
   logic [TrackW-1:0]     track_in, track_out;
@@ -74,21 +75,23 @@ module tsr_axi_rd #(
   // (tsr_rd_arb); the rest of a request's are worked out here for the address and count after
   // this burst, and the handshake picks one.
   localparam int unsigned PageBeats = tsr_pkg::PAGE_BYTES / BeatBytes;
-  assign {req_last, req_burst} = req_burst_i;
+  assign {req_last, req_cap} = req_burst_i;
+  assign burst = last_q ? left_q : cap_q;
   if (PageBeats <= tsr_pkg::MAX_BURST_BEATS) begin : g_rest_page
-    // A burst that is not its request's last ends at its page's end, so the rest starts a page:
-    // the next burst is the last where left <= burst + the page's beats, one comparison (burst_q
-    // is at most the page's beats, so that sum is a matter of its top bits, not an adder).
+    // A burst that is not its request's last (the only kind with a rest) ends at its page's end,
+    // so the rest starts a page: its next burst is the last where left <= cap + the page's beats,
+    // one comparison (cap_q is at most the page's beats, so that sum is a matter of its top bits,
+    // not an adder), or else the whole page.
     logic [BeatsWidth:0] fit;
-    assign fit        = {(BeatsWidth-PageIdxW)'(burst_q[PageIdxW]), !burst_q[PageIdxW], burst_q[PageIdxW-1:0]};
-    assign rest_last  = {1'b0, left_q} <= fit;
-    assign rest_burst = rest_last ? left_q - burst_q : BeatsWidth'(PageBeats);
+    assign fit       = {(BeatsWidth-PageIdxW)'(cap_q[PageIdxW]), !cap_q[PageIdxW], cap_q[PageIdxW-1:0]};
+    assign rest_last = {1'b0, left_q} <= fit;
+    assign rest_cap  = BeatsWidth'(PageBeats);
   end else begin : g_rest_any
     tsr_first_burst #(.DataWidth(DataWidth)) u_rest_burst (
-      .beats_i      (left_q - burst_q),
-      .page_offset_i({PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(burst_q)), BeatShift'(0)}),
+      .beats_i      (left_q - cap_q),
+      .page_offset_i({PageIdxW'(addr_q[PageW-1:BeatShift] + PageIdxW'(cap_q)), BeatShift'(0)}),
       .last_o       (rest_last),
-      .burst_o      (rest_burst)
+      .cap_o        (rest_cap)
     );
   end
 
@@ -97,7 +100,7 @@ module tsr_axi_rd #(
   // still answers it (found by tsr_fifo_sva's a_fifo_no_pop_when_empty).
   assign m_arvalid_o = busy_q && !track_full && !clear_i && (!abort_i || ar_hold_q);
   assign m_araddr_o  = addr_q;
-  assign m_arlen_o   = 8'(burst_q - 1'b1);
+  assign m_arlen_o   = 8'(burst - 1'b1);
   assign m_arsize_o  = 3'(BeatShift);
   assign m_arburst_o = 2'b01;  // INCR
   assign ar_fire     = m_arvalid_o && m_arready_i;
@@ -113,9 +116,9 @@ module tsr_axi_rd #(
     tag_d  = tag_q;
     if (ar_fire) begin
       busy_d = !last_q;
-      addr_d = addr_q + (AddrWidth'(burst_q) << BeatShift);
-      left_d = left_q - burst_q;
-      done_d = done_q + burst_q;
+      addr_d = addr_q + (AddrWidth'(burst) << BeatShift);
+      left_d = left_q - burst;
+      done_d = done_q + burst;
     end
     if (req_valid_i && req_ready_o) begin
       busy_d = 1'b1;
@@ -217,7 +220,7 @@ module tsr_axi_rd #(
       err_q      <= 1'b0;
       err_addr_q <= '0;
       ar_hold_q  <= 1'b0;
-      burst_q    <= '0;
+      cap_q      <= '0;
       last_q     <= 1'b0;
     end else begin
       busy_q     <= busy_d;
@@ -230,10 +233,10 @@ module tsr_axi_rd #(
       err_addr_q <= err_addr_d;
       ar_hold_q  <= ar_hold_d;
       if (req_valid_i && req_ready_o) begin
-        burst_q <= req_burst;
+        cap_q   <= req_cap;
         last_q  <= req_last;
       end else if (ar_fire) begin
-        burst_q <= rest_burst;
+        cap_q   <= rest_cap;
         last_q  <= rest_last;
       end
     end

@@ -1,5 +1,7 @@
 // The first AXI burst of a read of beats_i beats at a beat-aligned address: to the 4 KB page's end
-// or the burst limit, whichever comes first, and whether it is the read's last. The burst limit
+// or the burst limit, whichever comes first. It gives whether the burst is the read's last (then
+// its beats are the read's) and the beats to that end (the burst's, unless it is the last), so
+// that the read master chooses between them after its registers (issue #42). The burst limit
 // binds only where a page has more beats than it; else the read fits the page when its beats plus
 // the address's beat index are at most the page's beats: one adder, where the beats left in the
 // page and a comparison with them would be two carry chains in a row (issue #42). tsr_rd_arb
@@ -13,7 +15,7 @@ module tsr_first_burst #(
   input  logic [BeatsWidth-1:0] beats_i,
   input  logic [PageW-1:0]      page_offset_i,  // the address within its page, beat-aligned
   output logic                  last_o,
-  output logic [BeatsWidth-1:0] burst_o
+  output logic [BeatsWidth-1:0] cap_o    // the burst's beats where it is not the read's last
 );
   localparam int unsigned BeatShift = $clog2(DataWidth / 8);
   localparam int unsigned IdxW = PageW - BeatShift;  // a beat's index in its page
@@ -30,5 +32,5 @@ module tsr_first_burst #(
     assign end_idx = {1'b0, beats_i} + (BeatsWidth+1)'(page_offset_i[PageW-1:BeatShift]);
     assign last_o  = end_idx[BeatsWidth:IdxW] == '0 || end_idx == (BeatsWidth+1)'(1 << IdxW);
   end
-  assign burst_o = last_o ? beats_i : cap;
+  assign cap_o = cap;
 endmodule

@@ -43,7 +43,7 @@ module tsr_rd_arb #(
   output logic [AddrWidth-1:0]  req_addr_o,
   output logic [BeatsWidth-1:0] req_beats_o,
   output logic [TagWidth-1:0]   req_tag_o,
-  output logic [BeatsWidth:0]   req_burst_o   // {the first burst is the request's last, its beats}
+  output logic [BeatsWidth:0]   req_burst_o   // the first burst: {it is the request's last, else its beats}
 );
   localparam int unsigned DescBeats = tsr_pkg::DESC_BYTES / (AxiDataWidth / 8);
 
@@ -64,15 +64,15 @@ module tsr_rd_arb #(
   logic [BeatsWidth:0] desc_burst, a_burst, b_burst;
   tsr_first_burst #(.DataWidth(AxiDataWidth)) u_desc_burst (
     .beats_i(BeatsWidth'(DescBeats)), .page_offset_i({desc_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
-    .last_o(desc_burst[BeatsWidth]), .burst_o(desc_burst[BeatsWidth-1:0])
+    .last_o(desc_burst[BeatsWidth]), .cap_o(desc_burst[BeatsWidth-1:0])
   );
   tsr_first_burst #(.DataWidth(AxiDataWidth)) u_a_burst (
     .beats_i(a_req_beats_i), .page_offset_i({a_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
-    .last_o(a_burst[BeatsWidth]), .burst_o(a_burst[BeatsWidth-1:0])
+    .last_o(a_burst[BeatsWidth]), .cap_o(a_burst[BeatsWidth-1:0])
   );
   tsr_first_burst #(.DataWidth(AxiDataWidth)) u_b_burst (
     .beats_i(b_req_beats_i), .page_offset_i({b_req_addr_i[PageW-1:BeatShift], BeatShift'(0)}),
-    .last_o(b_burst[BeatsWidth]), .burst_o(b_burst[BeatsWidth-1:0])
+    .last_o(b_burst[BeatsWidth]), .cap_o(b_burst[BeatsWidth-1:0])
   );
 
   always_comb begin

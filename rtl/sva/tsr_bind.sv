@@ -13,7 +13,7 @@ bind tsr_seq tsr_seq_sva #(.Credits(Credits), .Rows(Rows), .Cols(Cols)) u_sva (
 
 bind tsr_axi_rd tsr_axi_rd_sva #(.DataWidth(DataWidth)) u_sva (
   .clk_i, .rst_ni, .abort_i, .m_arvalid_o, .m_arready_i,
-  .busy(busy_q), .addr(addr_q[PageW-1:0]), .left(left_q), .burst(burst_q), .last(last_q)
+  .busy(busy_q), .addr(addr_q[PageW-1:0]), .left(left_q), .burst(burst), .last(last_q)
 );
 
 bind tsr_top tsr_top_sva #(.Rows(Rows), .Cols(Cols), .AxiDataWidth(AxiDataWidth), .MaxReads(MaxReads)) u_sva (
