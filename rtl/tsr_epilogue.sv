@@ -6,13 +6,15 @@
 // (acc << left) and mult, then RoundingDivideByPOT(right); left = max(shift, 0), right =
 // max(-shift, 0). The row's metadata travels alongside unchanged.
 //
-// BF16 (Bf16 builds, bf16_i) uses the same stages and registers for fp32 (tsr_fp_pkg): stage 1
-// adds C_in, stage 2 the bias (registered in stage 1), each rounded; stage 3 applies RELU and
-// stage 4 rounds to bf16 for the BF16 output mode, whose lanes leave packed in the low Cols*16 bits.
+// BF16 (Bf16 builds, bf16_i) has a pipeline of its own beside it, as long (tsr_fp_pkg): stages 1
+// to 3 round each PE's fixed-point sum to fp32 with the row's A block and the column's B block,
+// stages 4 and 5 add C_in, 6 and 7 the bias, each rounded; stage 8 applies RELU and stage 9 rounds
+// to bf16 for the BF16 output mode, whose lanes leave packed in the low Cols*16 bits.
 module tsr_epilogue #(
   parameter int unsigned Cols = 16,
   parameter int unsigned MetaWidth = 8,
   parameter bit          Bf16 = 1'b0,
+  localparam int unsigned SumW = Bf16 ? tsr_fp_pkg::PE_OUT_W : 32,  // a PE's result
   localparam int unsigned Latency = tsr_pkg::EPILOGUE_LATENCY
 ) (
   input  logic                  clk_i,
@@ -20,7 +22,9 @@ module tsr_epilogue #(
   input  logic                  clear_i,
   input  logic                  valid_i,
   input  logic [MetaWidth-1:0]  meta_i,
-  input  logic [Cols*32-1:0]    sum_i,
+  input  logic [Cols*SumW-1:0]  sum_i,
+  input  logic [8:0]            row_blk_i,  // Bf16: the row's A block
+  input  logic [Cols*9-1:0]     b_blk_i,    // Bf16: the columns' B blocks
   input  logic [Cols*32-1:0]    cin_i,
   input  logic [Cols*32-1:0]    bias_i,
   input  logic [Cols*32-1:0]    mult_i,   // of the row in stage 1, a cycle after its bias and shifts
@@ -72,9 +76,8 @@ module tsr_epilogue #(
     logic        [4:0]  left1_q, right1_q;
     logic signed [7:0]  shift;
     assign shift = $signed(shift_i[j*8 +: 8]);
-    assign acc_d = $signed(sum_i[j*32 +: 32]) + (cfg_i.accumulate ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
+    assign acc_d = $signed(sum_i[j*SumW +: 32]) + (cfg_i.accumulate ? $signed(cin_i[j*32 +: 32]) : 32'sd0) +
                    (cfg_i.bias ? $signed(bias_i[j*32 +: 32]) : 32'sd0);
-    logic [31:0] bias1_q;  // BF16: the bias, added in stage 2
 
     // Stage 2: x = acc << left (wrapping) and the multiplier, the DSPs' operands. The multiplier is
     // read from the table here, with the slot of the row in stage 1 (mult_i), not registered twice.
@@ -138,10 +141,6 @@ module tsr_epilogue #(
 
     always_ff @(posedge clk_i) begin
       acc_q    <= acc_d;
-      if (float) begin
-        acc_q   <= cfg_i.accumulate ? tsr_fp_pkg::add_fp32(sum_i[j*32 +: 32], cin_i[j*32 +: 32]) : sum_i[j*32 +: 32];
-        bias1_q <= bias_i[j*32 +: 32];
-      end
       left1_q  <= 5'd0;
       right1_q <= 5'd0;
       if (shift > 8'sd0) left1_q <= shift[4:0];
@@ -151,7 +150,6 @@ module tsr_epilogue #(
       y2_q     <= $signed(mult_i[j*32 +: 32]);
       right2_q <= right1_q;
       acc2_q   <= acc_q;
-      if (float && cfg_i.bias) acc2_q <= tsr_fp_pkg::add_fp32(acc_q, bias1_q);  // under if: int8 skips it in simulation
 
       ll3_q    <= 34'(x2_q[16:0]) * 34'(y2_q[16:0]);
       lh3_q    <= $signed({1'b0, x2_q[16:0]}) * $signed(y2_q[31:17]);
@@ -159,14 +157,12 @@ module tsr_epilogue #(
       hh3_q    <= $signed(x2_q[31:17]) * $signed(y2_q[31:17]);
       right3_q <= right2_q;
       acc3_q   <= acc2_q;
-      if (float && cfg_i.relu) acc3_q <= tsr_fp_pkg::relu(acc2_q);
 
       mid4_q   <= 34'(lh3_q) + 34'(hl3_q);
       low4_q   <= 35'(ll3_q) + 35'(1 << 30);
       hh4_q    <= hh3_q;
       right4_q <= right3_q;
       acc4_q   <= acc3_q;
-      if (float && bf16_out) acc4_q <= 32'(tsr_fp_pkg::to_bf16(acc3_q));
 
       sum5_q   <= 21'((52'(low4_q) + (52'(mid4_q) <<< 17)) >>> 31);
       hh5_q    <= hh4_q;
@@ -196,7 +192,7 @@ module tsr_epilogue #(
     // Cover points of each branch of the int8 requantization (rtl/testplan.toml, requant_corners),
     // counted over every lane: per stage, while the row it holds is valid.
     logic signed [33:0] acc_wide;
-    assign acc_wide = 34'($signed(sum_i[j*32 +: 32])) + (cfg_i.accumulate ? 34'($signed(cin_i[j*32 +: 32])) : '0) +
+    assign acc_wide = 34'($signed(sum_i[j*SumW +: 32])) + (cfg_i.accumulate ? 34'($signed(cin_i[j*32 +: 32])) : '0) +
                       (cfg_i.bias ? 34'($signed(bias_i[j*32 +: 32])) : '0);
     cov_acc_wrap:       cover property (@(posedge clk_i) valid_i && !float && acc_wide != 34'(acc_d));
     cov_rq_left:        cover property (@(posedge clk_i) valid_q[0] && int8 && left1_q != '0);
@@ -216,40 +212,85 @@ module tsr_epilogue #(
     cov_rq_clamp_max:   cover property (@(posedge clk_i) valid_q[7] && int8 && hi8_q);
     cov_rq_zp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.out_zp[7]);
     cov_rq_clamp_negative: cover property (@(posedge clk_i) valid_q[7] && int8 && cfg_i.act_max[7]);
-    // BF16's special values through each float step of the epilogue (rtl/testplan.toml,
-    // bf16_epilogue_specials): C_in's add, the bias's add, RELU and the rounding to bf16. The
-    // classes are plain signals: Verilator 5.006 miscounted cover properties that called a function.
-    logic [1:0] sum_c, cin_c, acc1_c, bias1_c, acc2_c, acc3_c;  // 2: NaN, 1: an infinity, 0: other
-    logic [15:0] out_bf16;
-    assign sum_c   = fp_class(sum_i[j*32 +: 31]);
-    assign cin_c   = fp_class(cin_i[j*32 +: 31]);
-    assign acc1_c  = fp_class(acc_q[30:0]);
-    assign bias1_c = fp_class(bias1_q[30:0]);
-    assign acc2_c  = fp_class(acc2_q[30:0]);
-    assign acc3_c  = fp_class(acc3_q[30:0]);
-    assign out_bf16 = tsr_fp_pkg::to_bf16(acc3_q);
-    cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
-                                        (sum_c == 2'd2 || cin_c == 2'd2));
-    cov_fp_cin_inf:     cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
-                                        (sum_c == 2'd1 || cin_c == 2'd1));
-    cov_fp_cin_inf_minus_inf: cover property (@(posedge clk_i) valid_i && float && cfg_i.accumulate &&
-                                              sum_c == 2'd1 && cin_c == 2'd1 && sum_i[j*32+31] != cin_i[j*32+31]);
-    cov_fp_bias_nan:    cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
-                                        (acc1_c == 2'd2 || bias1_c == 2'd2));
-    cov_fp_bias_inf:    cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
-                                        (acc1_c == 2'd1 || bias1_c == 2'd1));
-    cov_fp_bias_inf_minus_inf: cover property (@(posedge clk_i) valid_q[0] && float && cfg_i.bias &&
-                                               acc1_c == 2'd1 && bias1_c == 2'd1 && acc_q[31] != bias1_q[31]);
-    cov_fp_relu_nan:    cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.relu && acc2_c == 2'd2);
-    cov_fp_relu_neg_inf: cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.relu && acc2_q == 32'hff800000);
-    cov_fp_out_nan:     cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd2);
-    cov_fp_out_inf:     cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd1);
-    cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[2] && float && bf16_out && acc3_c == 2'd0 &&
-                                              (out_bf16 == 16'h7f80 || out_bf16 == 16'hff80));
 `endif
-    assign out8[j*8 +: 8]    = q9_q;
-    assign out16[j*16 +: 16] = acc9_q[15:0];
-    assign out32[j*32 +: 32] = acc9_q;
+    assign out8[j*8 +: 8] = q9_q;
+
+    if (Bf16) begin : g_float
+      // Stages 1-3: the PE's sum as fp32 (tsr_fp_pkg::fixed_mag, fixed_norm, fixed_round).
+      logic [tsr_fp_pkg::MAG_W-1:0]     mag1_q;
+      logic [tsr_fp_pkg::NORM_W-1:0]    norm2_q;
+      logic [31:0]                      v3_q, v4_q, v5_q, v6_q, v7_q, v8_q, v9_q;
+      // C_in, added in stages 4 and 5; the bias, in stages 6 and 7: each between them
+      // (tsr_fp_pkg::add_align, add_round). They come with the row, and travel with it.
+      logic [31:0]                      cin1_q, cin2_q, cin3_q;
+      logic [31:0]                      bias1_q, bias2_q, bias3_q, bias4_q, bias5_q;
+      logic [tsr_fp_pkg::ADD_MID_W-1:0] cin4_q, bias6_q;
+      // Each stage is written with a BF16 row only: int8 GEMMs, and the cycles between rows, skip
+      // the float logic in simulation (and it is each register's clock enable in hardware).
+      always_ff @(posedge clk_i) begin
+        {cin1_q, cin2_q, cin3_q} <= {cin_i[j*32 +: 32], cin1_q, cin2_q};
+        {bias1_q, bias2_q, bias3_q, bias4_q, bias5_q} <= {bias_i[j*32 +: 32], bias1_q, bias2_q, bias3_q, bias4_q};
+        if (float && valid_i)    mag1_q  <= tsr_fp_pkg::fixed_mag(sum_i[j*SumW +: SumW], row_blk_i, b_blk_i[j*9 +: 9]);
+        if (float && valid_q[0]) norm2_q <= tsr_fp_pkg::fixed_norm(mag1_q);
+        if (float && valid_q[1]) v3_q    <= tsr_fp_pkg::fixed_round(norm2_q);
+        if (float && valid_q[2]) begin
+          if (cfg_i.accumulate) cin4_q <= tsr_fp_pkg::add_align(v3_q, cin3_q);
+          v4_q <= v3_q;
+        end
+        if (float && valid_q[3]) v5_q <= cfg_i.accumulate ? tsr_fp_pkg::add_round(cin4_q) : v4_q;
+        if (float && valid_q[4]) begin
+          if (cfg_i.bias) bias6_q <= tsr_fp_pkg::add_align(v5_q, bias5_q);
+          v6_q <= v5_q;
+        end
+        if (float && valid_q[5]) v7_q <= cfg_i.bias ? tsr_fp_pkg::add_round(bias6_q) : v6_q;
+        if (float && valid_q[6]) v8_q <= cfg_i.relu ? tsr_fp_pkg::relu(v7_q) : v7_q;
+        if (float && valid_q[7]) v9_q <= bf16_out ? 32'(tsr_fp_pkg::to_bf16(v8_q)) : v8_q;
+      end
+      assign out16[j*16 +: 16] = v9_q[15:0];
+      assign out32[j*32 +: 32] = float ? v9_q : acc9_q;
+`ifndef SYNTHESIS
+      // BF16's special values through each float step of the epilogue (rtl/testplan.toml,
+      // bf16_epilogue_specials): C_in's add, the bias's add, RELU and the rounding to bf16. The
+      // classes are plain signals: Verilator 5.006 miscounted cover properties that called a function.
+      logic [1:0] v3_c, cin3_c, v5_c, bias5_c, v7_c, v8_c;  // 2: NaN, 1: an infinity, 0: other
+      logic [15:0] out_bf16;
+      assign v3_c    = fp_class(v3_q[30:0]);
+      assign cin3_c  = fp_class(cin3_q[30:0]);
+      assign v5_c    = fp_class(v5_q[30:0]);
+      assign bias5_c = fp_class(bias5_q[30:0]);
+      assign v7_c    = fp_class(v7_q[30:0]);
+      assign v8_c    = fp_class(v8_q[30:0]);
+      assign out_bf16 = tsr_fp_pkg::to_bf16(v8_q);
+      cov_fp_sum_nan:     cover property (@(posedge clk_i) valid_q[2] && float && v3_c == 2'd2);
+      cov_fp_sum_inf:     cover property (@(posedge clk_i) valid_q[2] && float && v3_c == 2'd1);
+      cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
+                                          (v3_c == 2'd2 || cin3_c == 2'd2));
+      cov_fp_cin_inf:     cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
+                                          (v3_c == 2'd1 || cin3_c == 2'd1));
+      cov_fp_cin_inf_minus_inf: cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
+                                                v3_c == 2'd1 && cin3_c == 2'd1 && v3_q[31] != cin3_q[31]);
+      cov_fp_bias_nan:    cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
+                                          (v5_c == 2'd2 || bias5_c == 2'd2));
+      cov_fp_bias_inf:    cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
+                                          (v5_c == 2'd1 || bias5_c == 2'd1));
+      cov_fp_bias_inf_minus_inf: cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
+                                                 v5_c == 2'd1 && bias5_c == 2'd1 && v5_q[31] != bias5_q[31]);
+      cov_fp_relu_nan:    cover property (@(posedge clk_i) valid_q[6] && float && cfg_i.relu && v7_c == 2'd2);
+      cov_fp_relu_neg_inf: cover property (@(posedge clk_i) valid_q[6] && float && cfg_i.relu && v7_q == 32'hff800000);
+      cov_fp_out_nan:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd2);
+      cov_fp_out_inf:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd1);
+      cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd0 &&
+                                                (out_bf16 == 16'h7f80 || out_bf16 == 16'hff80));
+`endif
+    end else begin : g_int
+      assign out16[j*16 +: 16] = '0;
+      assign out32[j*32 +: 32] = acc9_q;
+    end
+  end
+
+  if (!Bf16) begin : g_no_float
+    logic unused_float;
+    assign unused_float = ^row_blk_i ^ ^b_blk_i ^ float;
   end
 
   assign valid_o = valid_q[Latency-1];

@@ -1,15 +1,29 @@
-// The BF16 precision's float arithmetic (docs/ENGINE.md, "BF16 numerics"), as functions the PEs
-// and the epilogue call; the golden model's bf16_numerics.hpp is its C++ twin.
+// The BF16 precision's arithmetic (docs/ENGINE.md, "BF16 numerics"), as functions the scratchpad,
+// the PEs and the epilogue call; the golden model's bf16_numerics.hpp is its C++ twin.
+//
+// A PE's sum is block floating point: the scratchpad turns each bf16 operand into an integer
+// relative to its block (an A row of the tile, a B column of the column block: the largest
+// exponent among their finite nonzero elements), the PE sums the exact products in its DSP48's
+// 48-bit accumulator, and the epilogue rounds the sum to fp32 once (fixed_to_fp32) before its fp32
+// adds of C_in and the bias.
 //
 // The adder takes two finite operands in one form, (-1)^s x m x 2^(e - 150) with m[23] set (or
-// m = 0 for a zero) and e fp32's biased exponent made wider, because a bf16 product's exponent runs
-// from -125 to 382. It aligns the smaller operand with guard, round and sticky bits, adds, and
-// normalizes: three extra bits round correctly, since a subtraction that shifts left by more than
-// one lost no bits in the alignment. Then it rounds to nearest even, and only then compares with the
-// range (a result of 2^128 or more is an infinity, one below 2^-126 a zero, both signed).
+// m = 0 for a zero) and e fp32's biased exponent made wider. It aligns the smaller operand with
+// guard, round and sticky bits, adds, and normalizes: three extra bits round correctly, since a
+// subtraction that shifts left by more than one lost no bits in the alignment. Then it rounds to
+// nearest even, and only then compares with the range (a result of 2^128 or more is an infinity,
+// one below 2^-126 a zero, both signed). It is two pipeline stages: add_align and add_round.
 package tsr_fp_pkg;
   localparam logic [31:0] QNAN = 32'h7fc00000;  // the one NaN the engine writes
-  localparam logic [31:0] NEG_ZERO = 32'h80000000;  // a PE's sum starts here: -0 + x is x
+  // Block floating point: an operand's magnitude bits in the array (A on the DSP48E1's 25-bit
+  // port, B on its 18-bit one, both signed), and the sum's scale: S x 2^(ea + eb - SUM_EXP_OFFSET).
+  localparam int unsigned FIX_A = 19;
+  localparam int unsigned FIX_B = 17;
+  localparam int unsigned OP_A_W = FIX_A + 4;  // an A operand in the array: {inf, zero, sign, fixed}
+  localparam int unsigned OP_B_W = FIX_B + 4;
+  localparam int unsigned SUM_W = 48;          // a PE's fixed-point sum: |S| < 2^47 for K <= 2048
+  localparam int unsigned PE_OUT_W = SUM_W + 3;  // {nan, +inf, -inf, S}
+  localparam int SUM_EXP_OFFSET = 2 * 134 + (FIX_A - 8) + (FIX_B - 8);
 
   // x + y of two finite operands in the form above, rounded once to fp32 bits. Two paths, as fast
   // float adders have, so that no sum goes through both a long alignment and a long normalization:
@@ -19,18 +33,36 @@ package tsr_fp_pkg;
   //    non-negative one is the magnitude (no comparison of the significands first).
   //  - far: every other sum. The alignment may shift far (guard, round, sticky), but the sum is in
   //    [2^25, 2^28) in units of the sticky bit: normalizing is a shift by one at most.
-  // Both then round the same way (nearest even on guard, round, sticky) and check the range.
-  function automatic logic [31:0] add_finite(logic xs, logic signed [10:0] xe, logic [23:0] xm,
-                                             logic ys, logic signed [10:0] ye, logic [23:0] ym);
-    logic               swap, ls, ss, sub, near, neg, sign, inc;
-    logic signed [10:0] le, se, e, fe, ne;
+  // add_align forms both sums; add_round normalizes the one that applies, rounds (nearest even on
+  // guard, round, sticky) and checks the range. Between them: {special, its bits, near, neg, ls,
+  // ss, le, fsum, nsum}, where special says the result is already known (a NaN or an infinity).
+  localparam int unsigned ADD_MID_W = 1 + 32 + 4 + 11 + 28 + 28;
+
+  function automatic logic [ADD_MID_W-1:0] add_align(logic [31:0] x, logic [31:0] y);
+    logic               x_inf, y_inf, x_nan, y_nan, special, xs, ys, swap, ls, ss, sub, near, neg;
+    logic [31:0]        special_bits;
+    logic signed [10:0] xe, ye, le, se;
     logic signed [11:0] d;
-    logic [23:0]        lm, sm;
-    logic [4:0]         dd, lz;
+    logic [23:0]        xm, ym, lm, sm;
+    logic [4:0]         dd;
     logic [49:0]        wide;
-    logic [26:0]        sal, fnorm, nnorm, norm;
+    logic [26:0]        sal;
     logic [27:0]        fsum, nsum, nswap;
-    logic [24:0]        man;
+    // Subnormals read as zeros; NaNs and infinities decide the result here.
+    x_nan = x[30:23] == 8'hff && x[22:0] != '0;
+    y_nan = y[30:23] == 8'hff && y[22:0] != '0;
+    x_inf = x[30:23] == 8'hff && x[22:0] == '0;
+    y_inf = y[30:23] == 8'hff && y[22:0] == '0;
+    special = x_nan || y_nan || x_inf || y_inf;
+    if (x_nan || y_nan || (x_inf && y_inf && x[31] != y[31])) special_bits = QNAN;
+    else if (x_inf)                                           special_bits = x;
+    else                                                      special_bits = y;
+    xs = x[31];
+    ys = y[31];
+    xe = {3'd0, x[30:23]};
+    ye = {3'd0, y[30:23]};
+    xm = (x[30:23] == '0) ? 24'd0 : {1'b1, x[22:0]};
+    ym = (y[30:23] == '0) ? 24'd0 : {1'b1, y[22:0]};
     // The larger exponent leads; a zero never does unless both are zero.
     swap = xm == '0 || (ym != '0 && ye > xe);
     ls = swap ? ys : xs;
@@ -48,14 +80,26 @@ package tsr_fp_pkg;
     wide = {sm, 26'd0} >> dd;
     sal  = {wide[49:24], |wide[23:0]};
     fsum = sub ? {1'b0, lm, 3'b000} - {1'b0, sal} : {1'b0, lm, 3'b000} + {1'b0, sal};
-    if (fsum[27])      begin fnorm = {fsum[27:2], |fsum[1:0]}; fe = le + 11'sd1; end
-    else if (fsum[26]) begin fnorm = fsum[26:0];               fe = le;          end
-    else               begin fnorm = {fsum[25:0], 1'b0};       fe = le - 11'sd1; end
     // Near: exact differences; with equal exponents the smaller operand may be the leading one.
     nsum  = {1'b0, lm, 3'b000} - (d[0] ? {2'b00, sm, 2'b00} : {1'b0, sm, 3'b000});
     nswap = {1'b0, sm, 3'b000} - {1'b0, lm, 3'b000};
     neg   = !d[0] && nsum[27];
     if (neg) nsum = nswap;
+    add_align = {special, special_bits, near, neg, ls, ss, le, fsum, nsum};
+  endfunction
+
+  function automatic logic [31:0] add_round(logic [ADD_MID_W-1:0] mid);
+    logic               special, near, neg, ls, ss, sign, inc;
+    logic [31:0]        special_bits;
+    logic signed [10:0] le, e, fe, ne;
+    logic [27:0]        fsum, nsum;
+    logic [26:0]        fnorm, nnorm, norm;
+    logic [4:0]         lz;
+    logic [24:0]        man;
+    {special, special_bits, near, neg, ls, ss, le, fsum, nsum} = mid;
+    if (fsum[27])      begin fnorm = {fsum[27:2], |fsum[1:0]}; fe = le + 11'sd1; end
+    else if (fsum[26]) begin fnorm = fsum[26:0];               fe = le;          end
+    else               begin fnorm = {fsum[25:0], 1'b0};       fe = le - 11'sd1; end
     // The leading zeros of nsum[26:0]: a priority choice of constants, not a chain of counters.
     lz = 5'd26;
     for (int i = 0; i <= 26; i++) if (nsum[i]) lz = 5'(26 - i);
@@ -67,64 +111,92 @@ package tsr_fp_pkg;
     inc = norm[2] && (norm[1] || norm[0] || norm[3]);
     man = {1'b0, norm[26:3]} + 25'(inc);
     if (man[24]) e = e + 11'sd1;  // rounded up to the next power of two
-    if (near ? nsum == '0 : fsum == '0) add_finite = {ls && ss, 31'd0};  // exact zero: -0 only from -0 + -0
-    else if (e >= 11'sd255)             add_finite = {sign, 8'hff, 23'd0};
-    else if (e <= 11'sd0)               add_finite = {sign, 31'd0};
-    else                                add_finite = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
+    if (special)                        add_round = special_bits;
+    else if (near ? nsum == '0 : fsum == '0) add_round = {ls && ss, 31'd0};  // exact zero: -0 only from -0 + -0
+    else if (e >= 11'sd255)             add_round = {sign, 8'hff, 23'd0};
+    else if (e <= 11'sd0)               add_round = {sign, 31'd0};
+    else                                add_round = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
   endfunction
 
-  // x + y of two finite operands in the form above, rounded once to fp32 bits.
-  // x + y for fp32 bits: the epilogue's C_in and bias. Subnormals read as zeros.
+  // x + y for fp32 bits, rounded once: the epilogue's C_in and bias, in one step (the cover points).
   function automatic logic [31:0] add_fp32(logic [31:0] x, logic [31:0] y);
-    logic x_inf, y_inf, x_nan, y_nan;
-    x_nan = x[30:23] == 8'hff && x[22:0] != '0;
-    y_nan = y[30:23] == 8'hff && y[22:0] != '0;
-    x_inf = x[30:23] == 8'hff && x[22:0] == '0;
-    y_inf = y[30:23] == 8'hff && y[22:0] == '0;
-    if (x_nan || y_nan || (x_inf && y_inf && x[31] != y[31])) add_fp32 = QNAN;
-    else if (x_inf)                                           add_fp32 = x;
-    else if (y_inf)                                           add_fp32 = y;
-    else add_fp32 = add_finite(x[31], {3'd0, x[30:23]}, (x[30:23] == '0) ? 24'd0 : {1'b1, x[22:0]},
-                               y[31], {3'd0, y[30:23]}, (y[30:23] == '0) ? 24'd0 : {1'b1, y[22:0]});
+    add_fp32 = add_round(add_align(x, y));
   endfunction
 
-  // What a PE registers of a bf16 product besides its significands' product (which it shares with
-  // the int8 multiply): {nan, inf, zero, sign, exponent}, the exponent as add_finite takes it
-  // before the product's own normalization (+1 where the significands' product reaches 2^15).
-  function automatic logic [14:0] mul_info(logic [15:0] a, logic [15:0] b);
-    logic a_zero, b_zero, a_inf, b_inf, a_nan, b_nan, nan, inf;
-    a_zero = a[14:7] == '0;
-    b_zero = b[14:7] == '0;
-    a_inf  = a[14:7] == 8'hff && a[6:0] == '0;
-    b_inf  = b[14:7] == 8'hff && b[6:0] == '0;
-    a_nan  = a[14:7] == 8'hff && a[6:0] != '0;
-    b_nan  = b[14:7] == 8'hff && b[6:0] != '0;
-    nan    = a_nan || b_nan || (a_inf && b_zero) || (b_inf && a_zero);
-    inf    = (a_inf || b_inf) && !nan;
-    mul_info = {nan, inf, (a_zero || b_zero) && !nan && !inf, a[15] ^ b[15],
-                11'({3'd0, a[14:7]}) + 11'({3'd0, b[14:7]}) - 11'sd127};
+  // A block element's part in its block: {NaN, its exponent}, the exponent 0 for an infinity or a
+  // NaN (the block's exponent is the largest of its finite nonzero elements').
+  function automatic logic [8:0] block_of(logic [14:0] x);  // x: the element without its sign
+    block_of = {x[14:7] == 8'hff && x[6:0] != '0, x[14:7] == 8'hff ? 8'd0 : x[14:7]};
   endfunction
 
-  // The significands' multiplier operands: int8 sign-extended, or the bf16 significands (the
-  // hidden one and 7 fraction bits), so one 9 x 9 signed multiply serves both precisions.
-  function automatic logic [8:0] mul_operand(logic bf16, logic [7:0] x);
-    mul_operand = bf16 ? {2'b01, x[6:0]} : {x[7], x[7:0]};
+  // The larger of two blocks' parts, NaN flags ORed.
+  function automatic logic [8:0] block_max(logic [8:0] x, logic [8:0] y);
+    block_max = {x[8] || y[8], x[7:0] > y[7:0] ? x[7:0] : y[7:0]};
   endfunction
 
-  // One PE step in BF16: acc + the registered product (info from mul_info, sig the significands'
-  // product, in [2^14, 2^16)), rounded once.
-  function automatic logic [31:0] fma_step(logic [31:0] acc, logic [14:0] info, logic [15:0] sig);
-    logic p_nan, p_inf, p_zero, p_sign, acc_inf, acc_nan;
-    logic signed [10:0] p_exp;
-    {p_nan, p_inf, p_zero, p_sign, p_exp} = info;
-    acc_nan = acc[30:23] == 8'hff && acc[22:0] != '0;
-    acc_inf = acc[30:23] == 8'hff && acc[22:0] == '0;
-    if (p_nan || acc_nan || (p_inf && acc_inf && p_sign != acc[31])) fma_step = QNAN;
-    else if (p_inf)                                                  fma_step = {p_sign, 8'hff, 23'd0};
-    else if (acc_inf)                                                fma_step = acc;
-    else fma_step = add_finite(acc[31], {3'd0, acc[30:23]}, (acc[30:23] == '0) ? 24'd0 : {1'b1, acc[22:0]},
-                               p_sign, p_exp + 11'(sig[15]),
-                               p_zero ? 24'd0 : (sig[15] ? {sig, 8'd0} : {sig[14:0], 9'd0}));
+  // A bf16 operand as the array takes it: {inf, zero, sign, fixed}, fixed = sign x floor(the
+  // significand x 2^(lead - (blk - e))) in two's complement, lead = FIX_A - 8 or FIX_B - 8, and 0
+  // for zeros (subnormals too), infinities and NaNs, whose class the flags carry. The caller keeps
+  // the fixed value's low FIX + 1 bits.
+  function automatic logic [FIX_A+3:0] fixed_operand(logic [15:0] x, logic [7:0] blk, int unsigned lead);
+    logic        zero, inf;
+    logic [7:0]  d;
+    logic [FIX_A-1:0] mag;
+    zero = x[14:7] == '0;
+    inf  = x[14:7] == 8'hff;
+    d    = blk - x[14:7];
+    mag  = FIX_A'((27'({1'b1, x[6:0]}) << lead) >> d);  // under 2^(lead + 8)
+    if (zero || inf) mag = '0;
+    fixed_operand = {inf && x[6:0] == '0, zero, x[15], x[15] ? -(FIX_A+1)'(mag) : (FIX_A+1)'(mag)};
+  endfunction
+
+  // A PE's sum as fp32, in three stages: fixed_mag takes the magnitude and the special cases (the
+  // PE's flags and the blocks' NaN flags decide a NaN or an infinity), fixed_norm shifts the
+  // magnitude to its leading one, fixed_round rounds it to nearest even and checks the range. An
+  // exact zero is +0.
+  //   fixed_mag's result:  {nan, inf, sign, |S|, ea + eb}
+  //   fixed_norm's result: {nan, inf, sign, zero, exponent (biased, 11 bits signed), 24 bits, guard, sticky}
+  localparam int unsigned MAG_W = 3 + (SUM_W - 1) + 10;
+  localparam int unsigned NORM_W = 4 + 11 + 26;
+  function automatic logic [MAG_W-1:0] fixed_mag(logic [PE_OUT_W-1:0] sum, logic [8:0] ablk, logic [8:0] bblk);
+    logic nan, pinf, ninf, neg;
+    {nan, pinf, ninf} = sum[SUM_W +: 3];
+    neg = sum[SUM_W-1];
+    fixed_mag = {nan || ablk[8] || bblk[8] || (pinf && ninf), pinf || ninf, pinf || ninf ? ninf : neg,
+                 neg ? (SUM_W-1)'(-sum[SUM_W-1:0]) : sum[SUM_W-2:0], 10'(ablk[7:0]) + 10'(bblk[7:0])};
+  endfunction
+
+  function automatic logic [NORM_W-1:0] fixed_norm(logic [MAG_W-1:0] m);
+    logic               nan, inf, sign;
+    logic [SUM_W-2:0]   mag, norm;
+    logic [9:0]         eab;
+    logic [5:0]         lz;
+    logic signed [10:0] e;
+    {nan, inf, sign, mag, eab} = m;
+    lz = 6'(SUM_W - 1);
+    for (int i = 0; i < SUM_W - 1; i++) if (mag[i]) lz = 6'(SUM_W - 2 - i);
+    norm = mag << lz;
+    // the leading one, at bit SUM_W - 2 - lz, is worth 2^(that + ea + eb - SUM_EXP_OFFSET)
+    e = 11'(eab) - 11'(lz) + 11'(SUM_W - 2 + 127 - SUM_EXP_OFFSET);
+    fixed_norm = {nan, inf, sign, mag == '0, e, norm[SUM_W-2 -: 25], |norm[SUM_W-27:0]};
+  endfunction
+
+  function automatic logic [31:0] fixed_round(logic [NORM_W-1:0] n);
+    logic               nan, inf, sign, zero, inc;
+    logic signed [10:0] e;
+    logic [23:0]        sig;
+    logic               guard, sticky;
+    logic [24:0]        man;
+    {nan, inf, sign, zero, e, sig, guard, sticky} = n;
+    inc = guard && (sticky || sig[0]);
+    man = {1'b0, sig} + 25'(inc);
+    if (man[24]) e = e + 11'sd1;  // rounded up to the next power of two
+    if (nan)                fixed_round = QNAN;
+    else if (inf)           fixed_round = {sign, 8'hff, 23'd0};
+    else if (zero)          fixed_round = 32'd0;
+    else if (e >= 11'sd255) fixed_round = {sign, 8'hff, 23'd0};
+    else if (e <= 11'sd0)   fixed_round = {sign, 31'd0};
+    else                    fixed_round = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
   endfunction
 
   // max(x, +0): negatives (-0 and -inf too) become +0; the NaN stays.

@@ -29,13 +29,14 @@ package tsr_int_pkg;
   // in an A bank (bank_beats beats: both slots), each at a pitch of its row's beats, loads A in its
   // first column block and keeps it for the others. The fit is checked with the row's beats rounded
   // up to a power of two, which needs no multiplier: ceil(M / rows) <= bank_beats >> ceil(log2(beats)).
-  function automatic logic resident_a(logic accumulate, logic [15:0] m, logic [15:0] row_beats,
+  // Not with BF16, whose A rows' blocks the scratchpad keeps per slot (tsr_scratch).
+  function automatic logic resident_a(logic accumulate, logic bf16, logic [15:0] m, logic [15:0] row_beats,
                                       int unsigned rows, int unsigned bank_beats);
     logic [16:0] blocks, fit;
     blocks = ({1'b0, m} + 17'(rows - 1)) >> $clog2(rows);
     fit    = 17'(bank_beats);
     for (int i = 0; i < 16; i++) if (row_beats > 16'(1 << i)) fit = 17'(bank_beats >> (i + 1));
-    resident_a = !accumulate && blocks <= fit;
+    resident_a = !accumulate && !bf16 && blocks <= fit;
   endfunction
 
   // A BF16 tile's A rows take a read beat per cycle of compute, twice int8's, so where they fit in a

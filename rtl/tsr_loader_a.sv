@@ -62,7 +62,7 @@ module tsr_loader_a #(
   // begins at flip-flops.
   always_ff @(posedge clk_i) begin
     a_row_beats <= BeatsWidth'(tsr_int_pkg::beats_of(bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes));
-    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
+    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, bf16_i, cfg_i.m, 16'(a_row_beats), Rows, BankBeats);
     quad        <= tsr_int_pkg::a_quad(bf16_i, 16'(a_row_beats), KMax, BeatBytes);
   end
   // The tile's rows follow from rows_left_q, which changes only as a tile's last row is requested,

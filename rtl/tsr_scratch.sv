@@ -8,7 +8,10 @@
 //    for the lower band's, which the same beat carries (b2_data_o);
 //  - BF16 (Bf16 builds, bf16_i): an A element is two bytes at an even address, read as one 16-bit
 //    word; a B element is two bytes of the beat, low byte into lane 0 and high byte into lane 1,
-//    and a slot is half of both lanes, as with FOLD (K <= k_max/2 either way);
+//    and a slot is half of both lanes, as with FOLD (K <= k_max/2 either way). As A rows and B rows
+//    arrive, each A row's and B column's block ({NaN, the largest exponent}) is kept per slot, and
+//    the operands leave as the array takes them: fixed-point values of their block with their
+//    class (tsr_fp_pkg::fixed_operand); the epilogue reads the B columns' blocks with the tables;
 //  - C_in: two slots of Rows rows of Cols int32, read one row per cycle by the epilogue;
 //  - per column block: bias, multipliers and shifts, two slots, in registers.
 // Shifts are range-checked as they arrive (ERR_PARAM names the first bad one).
@@ -18,7 +21,8 @@ module tsr_scratch #(
   parameter int unsigned KMax = 4096,
   parameter int unsigned AxiDataWidth = 256,
   parameter bit          Bf16 = 1'b0,
-  localparam int unsigned OpW = Bf16 ? 16 : 8,
+  localparam int unsigned AW = Bf16 ? tsr_fp_pkg::OP_A_W : 8,
+  localparam int unsigned BW = Bf16 ? tsr_fp_pkg::OP_B_W : 8,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
   localparam int unsigned KW = $clog2(KMax),
@@ -29,6 +33,7 @@ module tsr_scratch #(
   input  logic                       rst_ni,
   input  logic                       fold_i,        // the GEMM's FOLD flag
   input  logic                       bf16_i,        // the GEMM's precision is BF16
+  input  logic [KW:0]                k_i,           // the GEMM's K: an A row's elements
   // read data
   input  logic                       rsp_valid_i,
   input  logic [AxiDataWidth-1:0]    rsp_data_i,
@@ -44,10 +49,12 @@ module tsr_scratch #(
   output logic [AddrWidth-1:0]       perr_addr_o,
   // array operand reads (data two cycles later)
   input  logic [Rows*(KW+1)-1:0]     a_rd_addr_i,   // byte in the bank: {slot, k}, or resident A's
-  output logic [Rows*OpW-1:0]        a_data_o,
+  input  logic [Rows*2-1:0]          a_rd_slot_i,   // Bf16: the A slot of each bank's read
+  output logic [Rows*AW-1:0]         a_data_o,
+  output logic [Rows*9-1:0]          a_blk_o,       // Bf16: each bank's A block, with its data
   input  logic [Cols-1:0]            b_rd_slot_i,
   input  logic [Cols*KW-1:0]         b_rd_k_i,
-  output logic [Cols*OpW-1:0]        b_data_o,
+  output logic [Cols*BW-1:0]         b_data_o,
   output logic [Cols*8-1:0]          b2_data_o,     // FOLD: the lower band's B operands
   // epilogue reads
   input  logic                       cin_rd_slot_i,
@@ -57,7 +64,8 @@ module tsr_scratch #(
   input  logic                       m_slot_i,      // multipliers (the epilogue reads them a cycle later)
   output logic [Cols*32-1:0]         bias_o,
   output logic [Cols*32-1:0]         mult_o,
-  output logic [Cols*8-1:0]          shift_o
+  output logic [Cols*8-1:0]          shift_o,
+  output logic [Cols*9-1:0]          b_blk_o        // Bf16: the B columns' blocks, as bias_o
 );
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
   localparam int unsigned BeatShift = $clog2(BeatBytes);
@@ -112,6 +120,11 @@ module tsr_scratch #(
   localparam int unsigned Words = AxiDataWidth / 16;
   localparam int unsigned GroupW = Words > 16 ? 3 : $clog2(Words);  // a word's index in its group
   localparam int unsigned Groups = Words >> GroupW;
+  // Bf16: an A row's block so far (g_ablk below), into its bank's slot
+  logic           ablk_we;
+  logic [RowW-1:0] ablk_row;
+  logic [1:0]     ablk_slot;
+  logic [8:0]     ablk;
   for (genvar i = 0; i < Rows; i++) begin : g_abank
     logic [AxiDataWidth-1:0] mem [2*WordsPerSlot];
     logic [AxiDataWidth-1:0] rdata_q;
@@ -139,11 +152,82 @@ module tsr_scratch #(
       assign word = pick_q;
     end
     if (Bf16) begin : g_a16
-      // a bf16 element, or the int8 one in its half
-      assign a_data_o[i*16 +: 16] = bf16_i ? word : {8'd0, high_q ? word[15:8] : word[7:0]};
+      // The row's block per A slot, kept as its beats arrive (g_ablk below), read with the data.
+      logic [8:0] blk_q [4];
+      logic [1:0] slot1_q;
+      logic [8:0] blk2_q;
+      logic [tsr_fp_pkg::FIX_A+3:0] op;
+      always_ff @(posedge clk_i) begin
+        if (ablk_we && ablk_row == RowW'(i)) blk_q[ablk_slot] <= ablk;
+        slot1_q <= a_rd_slot_i[i*2 +: 2];
+        blk2_q  <= blk_q[slot1_q];
+      end
+      // a bf16 element as the array takes it, or the int8 one in its half, sign-extended
+      assign op = tsr_fp_pkg::fixed_operand(word, blk2_q[7:0], tsr_fp_pkg::FIX_A - 8);
+      assign a_data_o[i*AW +: AW] = bf16_i ? op : {3'b000, (tsr_fp_pkg::FIX_A+1)'($signed(high_q ? word[15:8] : word[7:0]))};
+      assign a_blk_o[i*9 +: 9]    = blk2_q;
     end else begin : g_a8
       assign a_data_o[i*8 +: 8] = high_q ? word[15:8] : word[7:0];
+      assign a_blk_o[i*9 +: 9]  = '0;
+      logic unused_slot;
+      assign unused_slot = ^a_rd_slot_i[i*2 +: 2];
     end
+  end
+
+  // A rows' blocks (Bf16): each beat's largest exponent among the row's elements (those past K
+  // masked) and its NaNs, in a tree over the beat's elements; the bank keeps the row's running
+  // block per slot. Three stages, so the block is in place a cycle before a read of the slot,
+  // which can come two cycles after the slot's last beat, needs it (its data two cycles later).
+  if (Bf16) begin : g_ablk
+    localparam int unsigned Elems = AxiDataWidth / 16;
+    localparam int unsigned Levels = $clog2(Elems);
+    localparam int unsigned Early = Levels / 2;  // tree levels in stage 1
+    logic signed [KW+2:0] left;                  // the row's elements from this beat on
+    logic [Elems*9-1:0]   elem;                  // each element's {NaN, exponent}, 0 past K
+    logic [(Levels+1)*Elems*9-1:0] lvl /*verilator split_var*/;  // level l at l*Elems*9: the maxima of 2^l elements each
+    logic [(Elems>>Early)*9-1:0] part1_q;
+    logic                 we1_q, first1_q, we2_q, first2_q;
+    logic [RowW-1:0]      row1_q, row2_q;
+    logic [1:0]           slot1_q, slot2_q;
+    logic [8:0]           beat2_q;
+    logic [8:0]           run_q;                 // the running block of the row arriving
+    assign left = (KW+3)'(k_i) - (KW+3)'(rsp_beat_i) * (KW+3)'(Elems);
+    for (genvar e = 0; e < Elems; e++) begin : g_elem
+      assign elem[e*9 +: 9] = left > $signed((KW+3)'(e)) ? tsr_fp_pkg::block_of(rsp_data_i[e*16 +: 15]) : 9'd0;
+    end
+    assign lvl[0 +: Elems*9] = elem;
+    for (genvar l = 1; l <= Levels; l++) begin : g_lvl
+      localparam int unsigned Up = (l - 1) * Elems * 9, At = l * Elems * 9;  // levels l - 1 and l
+      for (genvar n = 0; n < (Elems >> l); n++) begin : g_max
+        if (l == Early + 1) begin : g_from_reg
+          assign lvl[At + n*9 +: 9] = tsr_fp_pkg::block_max(part1_q[2*n*9 +: 9], part1_q[(2*n+1)*9 +: 9]);
+        end else begin : g_comb
+          assign lvl[At + n*9 +: 9] = tsr_fp_pkg::block_max(lvl[Up + 2*n*9 +: 9], lvl[Up + (2*n+1)*9 +: 9]);
+        end
+      end
+      assign lvl[At + (Elems>>l)*9 +: (Elems - (Elems>>l))*9] = '0;
+    end
+    logic unused_lvl;  // the levels' unused tails, and those the registers skip
+    assign unused_lvl = ^lvl;
+    always_ff @(posedge clk_i) begin
+      part1_q  <= lvl[Early*Elems*9 +: (Elems>>Early)*9];
+      we1_q    <= is_a && bf16_i;
+      first1_q <= rsp_beat_i == '0;
+      row1_q   <= t_idx[RowW-1:0];
+      slot1_q  <= t_aslot;
+      beat2_q  <= lvl[Levels*Elems*9 +: 9];
+      {we2_q, first2_q, row2_q, slot2_q} <= {we1_q, first1_q, row1_q, slot1_q};
+      if (we2_q) run_q <= ablk;
+    end
+    // stage 3: the row's block so far, written into its bank's slot
+    assign ablk      = first2_q ? beat2_q : tsr_fp_pkg::block_max(run_q, beat2_q);
+    assign ablk_we   = we2_q;
+    assign ablk_row  = row2_q;
+    assign ablk_slot = slot2_q;
+  end else begin : g_no_ablk
+    assign {ablk_we, ablk_row, ablk_slot, ablk} = '0;
+    logic unused_k;
+    assign unused_k = ^k_i ^ ablk_we ^ ^ablk_row ^ ^ablk_slot ^ ^ablk;
   end
 
   // ---------------------------------------------------------------- B banks
@@ -152,28 +236,66 @@ module tsr_scratch #(
   logic          split;  // FOLD or BF16: a slot is half of both lanes
   assign split  = fold_i || (Bf16 && bf16_i);
   assign b_wr_k = split ? {t_slot, t_idx[KW-2:0]} : t_idx[KW-1:0];
+  // Bf16: a B row's elements' {NaN, exponent}, a cycle after the beat, for the columns' blocks
+  logic [Cols*9-1:0] bx1_q;
+  logic              bwe1_q, bfirst1_q, bslot1_q;
+  if (Bf16) begin : g_bx
+    always_ff @(posedge clk_i) begin
+      for (int j = 0; j < Cols; j++) bx1_q[j*9 +: 9] <= tsr_fp_pkg::block_of(shifted[j*16 +: 15]);
+      bwe1_q    <= is_b && bf16_i;
+      bfirst1_q <= t_idx[KW-2:0] == '0;
+      bslot1_q  <= t_slot;
+    end
+  end else begin : g_no_bx
+    assign {bx1_q, bwe1_q, bfirst1_q, bslot1_q} = '0;
+    logic unused_bx;
+    assign unused_bx = ^bx1_q ^ bwe1_q ^ bfirst1_q ^ bslot1_q;
+  end
   for (genvar j = 0; j < Cols; j++) begin : g_bbank
+    localparam int unsigned RawW = Bf16 ? 16 : 8;
     logic [7:0] lane0 [KMax];
     logic [7:0] lane1 [KMax];
     logic [7:0] rdata0_q, rdata1_q, wdata0, wdata1;
-    logic [OpW-1:0] data_q;  // the operand, registered (see the A banks)
+    logic [RawW-1:0] data_q;  // the element, registered (see the A banks)
     logic [7:0] data2_q;     // FOLD: the lower band's
     logic       slot_q;
     logic [KW-1:0] rk, rd_k;
     if (Bf16) begin : g_bf16
+      // The column's block per slot, kept as its B rows arrive and read with the data; the
+      // epilogue reads it with the tables (the slot is held until the column block's last row
+      // leaves the epilogue, as theirs is).
+      logic [8:0] blk_q [2];
+      logic       rslot1_q;
+      logic [7:0] blk2_q;
+      logic [tsr_fp_pkg::FIX_A+3:0] op;
+      logic       unused_op;  // the fixed value's high bits repeat its sign (|value| < 2^FIX_B)
+      assign unused_op = ^op[tsr_fp_pkg::FIX_A:tsr_fp_pkg::FIX_B+1];
       assign wdata0 = bf16_i ? shifted[j*16 +: 8] : shifted[j*8 +: 8];
       assign wdata1 = bf16_i ? shifted[j*16+8 +: 8] : fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
-      always_ff @(posedge clk_i) data_q <= bf16_i ? {rdata1_q, rdata0_q} : {8'd0, slot_q ? rdata1_q : rdata0_q};
-    end else if (FoldOk) begin : g_fold
-      assign wdata0 = shifted[j*8 +: 8];
-      assign wdata1 = fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
+      always_ff @(posedge clk_i) begin
+        data_q <= bf16_i ? {rdata1_q, rdata0_q} : {8'd0, slot_q ? rdata1_q : rdata0_q};
+        if (bwe1_q) blk_q[bslot1_q] <= bfirst1_q ? bx1_q[j*9 +: 9] : tsr_fp_pkg::block_max(blk_q[bslot1_q], bx1_q[j*9 +: 9]);
+        rslot1_q <= b_rd_slot_i[j];
+        blk2_q   <= blk_q[rslot1_q][7:0];
+      end
+      // a bf16 element as the array takes it ({inf, zero, sign} and the low FIX_B + 1 bits of the
+      // fixed value), or the int8 one sign-extended
+      assign op = tsr_fp_pkg::fixed_operand(data_q, blk2_q, tsr_fp_pkg::FIX_B - 8);
+      assign b_data_o[j*BW +: BW] = bf16_i ? {op[tsr_fp_pkg::FIX_A+3 -: 3], op[tsr_fp_pkg::FIX_B:0]}
+                                           : {3'b000, (tsr_fp_pkg::FIX_B+1)'($signed(data_q[7:0]))};
+      assign b_blk_o[j*9 +: 9] = blk_q[p_slot_i];
+    end else begin : g_int8
+      if (FoldOk) begin : g_fold
+        assign wdata0 = shifted[j*8 +: 8];
+        assign wdata1 = fold_i ? shifted[(Cols+j)*8 +: 8] : shifted[j*8 +: 8];
+      end else begin : g_plain
+        assign wdata0 = shifted[j*8 +: 8];
+        assign wdata1 = shifted[j*8 +: 8];
+      end
       always_ff @(posedge clk_i) data_q <= slot_q ? rdata1_q : rdata0_q;
-    end else begin : g_plain
-      assign wdata0 = shifted[j*8 +: 8];
-      assign wdata1 = shifted[j*8 +: 8];
-      always_ff @(posedge clk_i) data_q <= slot_q ? rdata1_q : rdata0_q;
+      assign b_data_o[j*BW +: BW] = data_q;
+      assign b_blk_o[j*9 +: 9]    = '0;
     end
-    assign b_data_o[j*OpW +: OpW] = data_q;
     assign rk   = b_rd_k_i[j*KW +: KW];
     assign rd_k = split ? {b_rd_slot_i[j], rk[KW-2:0]} : rk;
     always_ff @(posedge clk_i) begin

@@ -26,7 +26,8 @@ module tsr_seq #(
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned KW = $clog2(KMax),
   localparam int unsigned RowW = $clog2(Rows),
-  localparam int unsigned ColW = $clog2(Cols)
+  localparam int unsigned ColW = $clog2(Cols),
+  localparam int unsigned SumW = Bf16 ? tsr_fp_pkg::PE_OUT_W : 32  // a PE's result
 ) (
   input  logic                    clk_i,
   input  logic                    rst_ni,
@@ -46,6 +47,7 @@ module tsr_seq #(
   output logic [1:0]              p_rel_o,
   // scratchpad operand reads
   output logic [Rows*(KW+1)-1:0]  a_rd_addr_o,  // per A bank: the byte to read
+  output logic [Rows*2-1:0]       a_rd_slot_o,  // per A bank: its slot (Bf16: the row's block)
   output logic [Cols-1:0]         b_rd_slot_o,
   output logic [Cols*KW-1:0]      b_rd_k_o,
   // the array
@@ -53,7 +55,8 @@ module tsr_seq #(
   output logic [Rows-1:0]         row_first_o,
   output logic [Rows-1:0]         row_last_o,
   output logic [RowW-1:0]         row_sel_o,
-  input  logic [Cols*32-1:0]      row_i,
+  input  logic [Cols*SumW-1:0]    row_i,
+  input  logic [8:0]              row_blk_i,   // Bf16: the row's A block
   // epilogue operands
   output logic                    cin_rd_slot_o,
   output logic [RowW-1:0]         cin_rd_row_o,
@@ -63,6 +66,7 @@ module tsr_seq #(
   input  logic [Cols*32-1:0]      bias_i,
   input  logic [Cols*32-1:0]      mult_i,
   input  logic [Cols*8-1:0]       shift_i,
+  input  logic [Cols*9-1:0]       b_blk_i,     // Bf16: the columns' B blocks, as bias_i
   // finished rows to the store unit
   output logic                    out_valid_o,
   output logic [Cols*32-1:0]      out_data_o,
@@ -164,7 +168,7 @@ module tsr_seq #(
   // tile start's logic begins at flip-flops.
   always_ff @(posedge clk_i) begin
     a_row_beats <= tsr_int_pkg::beats_of(Bf16 && bf16_i ? 16'(k) << 1 : 16'(k), BeatBytes);
-    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, cfg_i.m, a_row_beats, Rows, BankBeats);
+    a_resident  <= tsr_int_pkg::resident_a(cfg_i.accumulate, Bf16 && bf16_i, cfg_i.m, a_row_beats, Rows, BankBeats);
     a_quad      <= tsr_int_pkg::a_quad(Bf16 && bf16_i, a_row_beats, KMax, BeatBytes);
   end
   assign a_base      = a_resident ? a_blk_q : a_quad ? {tile_q, (KW-1)'(0)} : {tile_q[0], KW'(0)};
@@ -292,6 +296,7 @@ module tsr_seq #(
   for (genvar i = 0; i < Rows; i++) begin : g_arow
     logic v1_q, v_q, f1_q, f_q, l1_q, l_q;
     assign a_rd_addr_o[i*(KW+1) +: KW+1] = tok_ak_q[i];
+    assign a_rd_slot_o[i*2 +: 2]         = tok_aslot_q[i];
     // Row flags reach the array with the bank's data, two cycles after the read (tsr_scratch).
     always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) {v1_q, v_q} <= '0;
@@ -387,7 +392,8 @@ module tsr_seq #(
   // meta: {store, addr, cols, release, nblast, cslot, pslot, final}
   localparam int unsigned MetaW = 1 + AddrWidth + (ColW + 1) + 5;
   logic              e_valid_q;
-  logic [Cols*32-1:0] e_sum_q;
+  logic [Cols*SumW-1:0] e_sum_q;
+  logic [8:0]        e_blk_q;
   logic [MetaW-1:0]   e_meta_q, x_meta;
   logic              x_valid;
   logic [Cols*32-1:0] x_data;
@@ -402,6 +408,7 @@ module tsr_seq #(
   end
   always_ff @(posedge clk_i) begin
     e_sum_q  <= row_i;
+    e_blk_q  <= row_blk_i;
     e_meta_q <= {ro_store, ro_addr, ro_cols, ro_row == RowW'(Rows - 1),
                  ro_nblast, ro_cslot, ro_pslot, ro_final};
   end
@@ -413,6 +420,8 @@ module tsr_seq #(
     .valid_i  (e_valid_q),
     .meta_i   (e_meta_q),
     .sum_i    (e_sum_q),
+    .row_blk_i(e_blk_q),
+    .b_blk_i,
     .cin_i    (cin_data_i),
     .bias_i   (bias_i),
     .mult_i   (mult_i),

@@ -13,7 +13,9 @@ module tsr_top #(
   parameter int unsigned MaxReads = 16,
   parameter int unsigned Bf16 = 0,      // 1: the BF16 precision is built (CFG_ARRAY.BF16)
   localparam bit          HasBf16 = Bf16 != 0,
-  localparam int unsigned OpW = HasBf16 ? 16 : 8,  // an operand on its way to the array
+  localparam int unsigned AW = HasBf16 ? tsr_fp_pkg::OP_A_W : 8,  // an operand on its way to the array
+  localparam int unsigned BW = HasBf16 ? tsr_fp_pkg::OP_B_W : 8,
+  localparam int unsigned SumW = HasBf16 ? tsr_fp_pkg::PE_OUT_W : 32,  // a PE's result
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS
 ) (
   input  logic                      clk_i,
@@ -115,11 +117,15 @@ module tsr_top #(
   logic [Rows*(KW+1)-1:0] a_rd_addr;
   logic [Cols-1:0] b_rd_slot;
   logic [Cols*KW-1:0] b_rd_k;
-  logic [Rows*OpW-1:0] a_data;
-  logic [Cols*OpW-1:0] b_data;
+  logic [Rows*2-1:0] a_rd_slot;
+  logic [Rows*AW-1:0] a_data;
+  logic [Rows*9-1:0] a_blk;
+  logic [Cols*BW-1:0] b_data;
   logic [Cols*8-1:0] b2_data, shift;
+  logic [Cols*9-1:0] b_blk;
   logic [RowW-1:0] row_sel;
-  logic [Cols*32-1:0] arr_row;
+  logic [Cols*SumW-1:0] arr_row;
+  logic [8:0] arr_row_blk;
   logic cin_rd_slot, p_slot, m_slot;
   logic [RowW-1:0] cin_rd_row;
   logic [Cols*32-1:0] cin_data, bias, mult;
@@ -213,25 +219,25 @@ module tsr_top #(
   );
 
   tsr_scratch #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_scratch (
-    .clk_i, .rst_ni, .fold_i(cfg.fold), .bf16_i(bf16),
+    .clk_i, .rst_ni, .fold_i(cfg.fold), .bf16_i(bf16), .k_i(cfg.k[KW:0]),
     .rsp_valid_i(rsp_valid), .rsp_data_i(rsp_data), .rsp_tag_i(rsp_tag), .rsp_beat_i(rsp_beat),
     .rsp_last_i(rsp_last), .rsp_addr_i(rsp_addr),
     .a_fill_o(a_fill), .b_fill_o(b_fill), .c_fill_o(c_fill), .desc_valid_o(desc_valid),
     .perr_o(perr), .perr_addr_o(perr_addr),
-    .a_rd_addr_i(a_rd_addr), .a_data_o(a_data),
+    .a_rd_addr_i(a_rd_addr), .a_rd_slot_i(a_rd_slot), .a_data_o(a_data), .a_blk_o(a_blk),
     .b_rd_slot_i(b_rd_slot), .b_rd_k_i(b_rd_k), .b_data_o(b_data), .b2_data_o(b2_data),
     .cin_rd_slot_i(cin_rd_slot), .cin_rd_row_i(cin_rd_row), .cin_data_o(cin_data),
-    .p_slot_i(p_slot), .m_slot_i(m_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift)
+    .p_slot_i(p_slot), .m_slot_i(m_slot), .bias_o(bias), .mult_o(mult), .shift_o(shift), .b_blk_o(b_blk)
   );
 
   tsr_array #(.Rows(Rows), .Cols(Cols), .Fold(tsr_int_pkg::fold_ok(Rows, Cols, AxiDataWidth)), .Bf16(HasBf16)) u_array (
-    .clk_i, .rst_ni, .clear_i(clear), .bf16_i(bf16),
-    .a_i(a_data), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
+    .clk_i, .rst_ni, .clear_i(clear),
+    .a_i(a_data), .a_blk_i(a_blk), .valid_i(row_valid), .first_i(row_first), .last_i(row_last),
     .b_i(b_data), .fold_i(cfg.fold), .b2_i(b2_data), .row_sel_i(row_sel),
 `ifndef SYNTHESIS
     .fault_pe_i, .fault_set_i, .fault_clr_i,
 `endif
-    .row_o(arr_row)
+    .row_o(arr_row), .row_blk_o(arr_row_blk)
   );
 
   tsr_seq #(.Rows(Rows), .Cols(Cols), .KMax(KMax), .AxiDataWidth(AxiDataWidth), .Bf16(HasBf16)) u_seq (
@@ -239,11 +245,11 @@ module tsr_top #(
     .start_i(start), .cfg_i(cfg), .bf16_i(bf16),
     .a_full_i(a_full), .b_full_i(b_full), .c_full_i(c_full),
     .a_rel_o(a_rel), .b_rel_o(b_rel), .c_rel_o(c_rel), .p_rel_o(p_rel),
-    .a_rd_addr_o(a_rd_addr), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
+    .a_rd_addr_o(a_rd_addr), .a_rd_slot_o(a_rd_slot), .b_rd_slot_o(b_rd_slot), .b_rd_k_o(b_rd_k),
     .row_valid_o(row_valid), .row_first_o(row_first), .row_last_o(row_last),
-    .row_sel_o(row_sel), .row_i(arr_row),
+    .row_sel_o(row_sel), .row_i(arr_row), .row_blk_i(arr_row_blk),
     .cin_rd_slot_o(cin_rd_slot), .cin_rd_row_o(cin_rd_row), .cin_data_i(cin_data),
-    .p_slot_o(p_slot), .m_slot_o(m_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift),
+    .p_slot_o(p_slot), .m_slot_o(m_slot), .bias_i(bias), .mult_i(mult), .shift_i(shift), .b_blk_i(b_blk),
     .out_valid_o(out_valid), .out_data_o(out_data), .out_addr_o(out_addr), .out_cols_o(out_cols),
     .out_pop_i(out_pop), .stall_o(stall), .done_o(gemm_done),
     .step_o(step), .tile_o(tile), .spad_rd_bytes_o(spad_rd_bytes)

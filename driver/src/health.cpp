@@ -112,25 +112,35 @@ std::string shape_name(const GemmRequest& r) {
 std::string stuck_bit(const GemmProblem& p, const GemmOutcome& o, uint32_t r, uint32_t c, uint32_t R, uint32_t C) {
   const uint32_t M = p.req.m, N = p.req.n, K = p.req.k;
   if (p.req.bf16 && (p.req.accumulate || p.req.bias)) return "";
-  std::vector<std::pair<uint32_t, uint32_t>> sums;  // {the PE's true sum, what came out} per element
+  // {the PE's true sum, what came out} per element; BF16's sum is the fixed-point one, whose low 32
+  // bits the register holds beside the rest (bf16_numerics.hpp)
+  std::vector<std::pair<uint32_t, uint32_t>> sums;
+  std::vector<numerics::Bf16Sum> bf16_sums;
   for (uint32_t m = r; m < M; m += R)
     for (uint32_t n = c; n < N; n += C) {
-      uint32_t sum = p.req.bf16 ? numerics::kFp32NegZero : 0, got = 0;
-      for (uint32_t k = 0; k < K; ++k)
-        sum = p.req.bf16 ? numerics::bf16_fma(sum, p.a_bf16[uint64_t{m} * K + k], p.b_bf16[uint64_t{k} * N + n])
-                         : sum + static_cast<uint32_t>(p.a[uint64_t{m} * K + k] * p.b[uint64_t{k} * N + n]);
+      uint32_t sum = 0, got = 0;
+      if (p.req.bf16) {
+        bf16_sums.push_back(numerics::bf16_dot(&p.a_bf16[uint64_t{m} * K], 1, &p.b_bf16[n], N, K));
+        sum = static_cast<uint32_t>(bf16_sums.back().s);
+      } else {
+        for (uint32_t k = 0; k < K; ++k) sum += static_cast<uint32_t>(p.a[uint64_t{m} * K + k] * p.b[uint64_t{k} * N + n]);
+      }
       std::memcpy(&got, &o.c[(uint64_t{m} * N + n) * 4], 4);
       if (p.req.accumulate) got -= static_cast<uint32_t>(p.cin[uint64_t{m} * N + n]);
       if (p.req.bias) got -= static_cast<uint32_t>(p.bias[n]);
       sums.emplace_back(sum, got);
     }
+  // what the register's forced bits give out
+  auto out = [&](size_t i, uint32_t forced) { return p.req.bf16 ? bf16_sums[i].with_low_bits(forced).fp32() : forced; };
   for (uint32_t bit = 0; bit < 32; ++bit)
     for (bool value : {true, false}) {
       FaultConfig f;
       f.kind = FaultConfig::Kind::kStuck;
       f.bit = bit;
       f.value = value;
-      if (std::all_of(sums.begin(), sums.end(), [&](const auto& s) { return f.force(s.first) == s.second; }))
+      bool explains = true;
+      for (size_t i = 0; i < sums.size() && explains; ++i) explains = out(i, f.force(sums[i].first)) == sums[i].second;
+      if (explains)
         return fmt::format("; bit {} of its result register is stuck at {} (that explains every sum it gave)", bit,
                            value ? 1 : 0);
     }

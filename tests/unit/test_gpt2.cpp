@@ -2,6 +2,7 @@
 // and the CPU forward pass against an independent double-precision reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -322,13 +323,15 @@ TEST_CASE("the accelerator's bf16 products are the engine's arithmetic on bf16-r
     for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.7f * float(i)) * (i % 5 ? 1.0f : 0.0f);
     accel.matmul(a.data(), b.data(), got.data(), m, n, k, false);
     const uint32_t parts = (k + half - 1) / half, per = ((k + parts - 1) / parts + 31) / 32 * 32;  // 64-byte aligned
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    std::transform(a.begin(), a.end(), a16.begin(), float_to_bf16);
+    std::transform(b.begin(), b.end(), b16.begin(), float_to_bf16);
     for (uint32_t r = 0; r < m; ++r)
       for (uint32_t c = 0; c < n; ++c) {
         uint32_t sum = 0;
         for (uint32_t k0 = 0; k0 < k; k0 += per) {
-          uint32_t part = numerics::kFp32NegZero;
-          for (uint32_t kk = k0; kk < std::min(k, k0 + per); ++kk)
-            part = numerics::bf16_fma(part, float_to_bf16(a[uint64_t{r} * k + kk]), float_to_bf16(b[uint64_t{kk} * n + c]));
+          const uint32_t part = numerics::bf16_dot(&a16[uint64_t{r} * k + k0], 1, &b16[uint64_t{k0} * n + c], n,
+                                                   std::min(k, k0 + per) - k0).fp32();
           sum = k0 == 0 ? part : numerics::fp32_add(part, sum);
         }
         INFO(m << "x" << n << "x" << k << " C[" << r << "][" << c << "]");

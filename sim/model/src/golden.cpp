@@ -74,38 +74,48 @@ bool outside(const Memory& mem, uint64_t addr, uint64_t rows, uint64_t stride, u
   return true;
 }
 
-// The BF16 precision on a checked descriptor: each PE's sum runs over k in order, one fused
-// multiply-add a step (bf16_numerics.hpp); then the epilogue adds C_in, then the bias, each
-// rounded, applies RELU and rounds to the output mode.
+// The BF16 precision on a checked descriptor: each PE's sum is exact in block floating point and
+// rounded once (bf16_numerics.hpp); then the epilogue adds C_in, then the bias, each rounded,
+// applies RELU and rounds to the output mode.
 void execute_bf16(const Descriptor& d, Memory& mem, const EngineConfig& cfg, const FaultConfig& stuck) {
+  using numerics::kFixedBitsA, numerics::kFixedBitsB;
   const bool acc = d.has(D::FLAG_ACCUMULATE), bias = d.has(D::FLAG_BIAS), relu = d.has(D::FLAG_RELU);
   const bool bf16_out = d.out_mode == static_cast<uint8_t>(spec::OutMode::kBf16);
-  // The operands as floats (subnormals as zeros), and whether any is infinite or NaN: without
-  // those the rows take bf16_fma_row, else bf16_fma step by step.
-  auto operand = [&](uint64_t addr) { return std::bit_cast<float>(numerics::bf16_operand(mem.load<uint16_t>(addr))); };
-  bool finite = true;
-  std::vector<float> b(uint64_t{d.k} * d.n), a(d.k);
+  const uint64_t kn = uint64_t{d.k} * d.n;
+  // B: each column's block and its fixed-point operands (as doubles: every partial sum below is an
+  // integer under 2^53, so the double sums are exact), and whether any B operand is infinite.
+  std::vector<uint16_t> b(kn), a(d.k);
   for (uint32_t k = 0; k < d.k; ++k)
-    for (uint32_t n = 0; n < d.n; ++n) finite &= std::isfinite(b[uint64_t{k} * d.n + n] = operand(d.b_addr + uint64_t{k} * d.ldb + 2ull * n));
-  std::vector<float> sums(d.n);
+    for (uint32_t n = 0; n < d.n; ++n) b[uint64_t{k} * d.n + n] = mem.load<uint16_t>(d.b_addr + uint64_t{k} * d.ldb + 2ull * n);
+  std::vector<numerics::Bf16Block> bb(d.n);
+  bool b_inf = false;
+  for (uint64_t i = 0; i < kn; ++i) bb[i % d.n].add(b[i]), b_inf |= numerics::bf16_is_inf(b[i]);
+  std::vector<double> bf(kn), af(d.k), sums(d.n);
+  for (uint64_t i = 0; i < kn; ++i) bf[i] = numerics::bf16_fixed(b[i], bb[i % d.n].exp, kFixedBitsB);
   std::vector<uint32_t> row(d.n);
   for (uint32_t m = 0; m < d.m; ++m) {
-    bool row_finite = finite;
-    for (uint32_t k = 0; k < d.k; ++k) row_finite &= std::isfinite(a[k] = operand(d.a_addr + uint64_t{m} * d.lda + 2ull * k));
-    if (row_finite) {
-      std::fill(sums.begin(), sums.end(), -0.0f);
-      for (uint32_t k = 0; k < d.k; ++k) numerics::bf16_fma_row(sums.data(), a[k], &b[uint64_t{k} * d.n], d.n);
-      for (uint32_t n = 0; n < d.n; ++n) row[n] = std::bit_cast<uint32_t>(sums[n]);
-    } else {
-      std::fill(row.begin(), row.end(), numerics::kFp32NegZero);
-      for (uint32_t k = 0; k < d.k; ++k) {
-        const uint16_t ak = mem.load<uint16_t>(d.a_addr + uint64_t{m} * d.lda + 2ull * k);
-        const uint64_t b_row = d.b_addr + uint64_t{k} * d.ldb;
-        for (uint32_t n = 0; n < d.n; ++n) row[n] = numerics::bf16_fma(row[n], ak, mem.load<uint16_t>(b_row + 2ull * n));
-      }
+    numerics::Bf16Block ba;
+    bool a_inf = false;
+    for (uint32_t k = 0; k < d.k; ++k) {
+      ba.add(a[k] = mem.load<uint16_t>(d.a_addr + uint64_t{m} * d.lda + 2ull * k));
+      a_inf |= numerics::bf16_is_inf(a[k]);
     }
-    if (stuck.kind == FaultConfig::Kind::kStuck && m % cfg.rows == stuck.row)  // as for int8: PE (m % R, n % C)
-      for (uint32_t n = stuck.col; n < d.n; n += cfg.cols) row[n] = stuck.force(row[n]);
+    for (uint32_t k = 0; k < d.k; ++k) af[k] = numerics::bf16_fixed(a[k], ba.exp, kFixedBitsA);
+    std::fill(sums.begin(), sums.end(), 0.0);
+    for (uint32_t k = 0; k < d.k; ++k) {
+      if (af[k] == 0) continue;
+      const double* bk = &bf[uint64_t{k} * d.n];
+      for (uint32_t n = 0; n < d.n; ++n) sums[n] += af[k] * bk[n];
+    }
+    const bool as_stuck = stuck.kind == FaultConfig::Kind::kStuck && m % cfg.rows == stuck.row;
+    for (uint32_t n = 0; n < d.n; ++n) {
+      numerics::Bf16Sum sum{.s = static_cast<int64_t>(sums[n]), .ea = ba.exp, .eb = bb[n].exp, .nan = ba.nan || bb[n].nan, .specials = {}};
+      if (a_inf || b_inf)
+        for (uint32_t k = 0; k < d.k; ++k) sum.specials.add(a[k], b[uint64_t{k} * d.n + n]);
+      // As for int8, PE (m % R, n % C) has the stuck bit, here in the low 32 bits of its sum.
+      if (as_stuck && n % cfg.cols == stuck.col) sum = sum.with_low_bits(stuck.force(static_cast<uint32_t>(sum.s)));
+      row[n] = sum.fp32();
+    }
     for (uint32_t n = 0; n < d.n; ++n) {
       uint32_t v = row[n];
       if (acc) v = numerics::fp32_add(v, mem.load<uint32_t>(d.cin_addr + uint64_t{m} * d.ldcin + 4ull * n));

@@ -43,11 +43,13 @@ using spec::kEpilogueLatency, spec::kInfoDepth, spec::kMaxBurstBeats, spec::kMax
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// tsr_int_pkg::resident_a: no C_in, and ceil(M / R) row blocks fit in an A bank (2 k_max bytes) at
-// a pitch of the row's beats rounded up to a power of two.
-bool resident_a(bool accumulate, uint64_t m, uint64_t row_beats, const EngineConfig& cfg) {
+// tsr_int_pkg::resident_a: no C_in, not BF16 (whose A rows' blocks the scratchpad keeps per slot),
+// and ceil(M / R) row blocks fit in an A bank (2 k_max bytes) at a pitch of the row's beats rounded
+// up to a power of two.
+bool resident_a(bool accumulate, bool bf16, uint64_t m, uint64_t row_beats, const EngineConfig& cfg) {
   const uint64_t bank_beats = 2 * uint64_t{cfg.k_max} / cfg.axi_bytes;
-  return !accumulate && ceil_div(m, cfg.rows) <= bank_beats >> std::bit_width(std::max<uint64_t>(row_beats, 1) - 1);
+  return !accumulate && !bf16 &&
+         ceil_div(m, cfg.rows) <= bank_beats >> std::bit_width(std::max<uint64_t>(row_beats, 1) - 1);
 }
 
 // tsr_int_pkg::a_quad: BF16 tiles whose A rows fit in a quarter of a bank (k_max / 2 bytes) ring
@@ -169,7 +171,7 @@ class EngineSim {
         row_beats_(static_cast<uint32_t>(ceil_div(uint64_t{d.k} * d.in_bytes(), cfg.axi_bytes))),
         gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
-        a_resident_(resident_a(acc_, d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
+        a_resident_(resident_a(acc_, d.bf16(), d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
         a_slots_(a_slots(d.bf16(), row_beats_, cfg)),
         fold_(d.has(spec::desc::FLAG_FOLD)),
         blk_(fold_ ? 2 * cfg.cols : cfg.cols),

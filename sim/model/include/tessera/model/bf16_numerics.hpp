@@ -2,12 +2,11 @@
 // numerics"). Values travel as their bit patterns: fp32 as uint32_t, bf16 as uint16_t. Header-only
 // so the golden model, the runtime and the tests share one definition.
 //
-// Every finite value in play (fp32 normals, products of two bf16 normals, sums of two of those) is
-// a normal double, and a product of two 8-bit significands is exact in a double's 53 bits. A sum
-// of a 24-bit and a 16-bit value rounded first to 53 bits and then to 24 rounds as if rounded once,
-// because 53 >= 2 x 24 + 1 (Figueroa's double-rounding theorem), so a double add followed by
-// round_fp32() is the single rounding the engine performs. tests/unit/test_bf16_numerics.cpp
-// checks this against MPFR, which rounds the exact result.
+// Every finite value in play (fp32 normals, a PE's fixed-point sum of under 2^53 scaled by a power
+// of two, sums of two fp32s) is a normal double. A sum of two 24-bit values rounded first to 53 bits
+// and then to 24 rounds as if rounded once, because 53 >= 2 x 24 + 1 (Figueroa's double-rounding
+// theorem), so a double add followed by round_fp32() is the single rounding the engine performs.
+// tests/unit/test_bf16_numerics.cpp checks this against MPFR, which rounds the exact result.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +19,6 @@ namespace tessera::numerics {
 inline constexpr uint32_t kFp32Sign = 0x80000000u;
 inline constexpr uint32_t kFp32Inf = 0x7f800000u;
 inline constexpr uint32_t kFp32QuietNan = 0x7fc00000u;  // the one NaN the engine produces
-inline constexpr uint32_t kFp32NegZero = kFp32Sign;     // a PE's sum starts here: -0 + x == x
 
 constexpr bool fp32_is_nan(uint32_t x) { return (x & ~kFp32Sign) > kFp32Inf; }
 constexpr bool fp32_is_inf(uint32_t x) { return (x & ~kFp32Sign) == kFp32Inf; }
@@ -54,54 +52,94 @@ inline uint32_t round_fp32(double v) {
   return sign | static_cast<uint32_t>((exp + 127) << 23) | static_cast<uint32_t>(kept & 0x7fffff);
 }
 
-// One PE step: acc + a * b, the product exact and the sum rounded once (a fused multiply-add).
-// Any NaN operand, inf x 0 and inf - inf give the quiet NaN.
-inline uint32_t bf16_fma(uint32_t acc, uint16_t a, uint16_t b) {
-  const uint32_t fa = bf16_operand(a), fb = bf16_operand(b);
-  if (fp32_is_nan(acc) || fp32_is_nan(fa) || fp32_is_nan(fb)) return kFp32QuietNan;
-  if (fp32_is_inf(fa) || fp32_is_inf(fb)) {
-    const uint32_t sign = (fa ^ fb) & kFp32Sign;
-    if (fp32_is_zero(fa) || fp32_is_zero(fb)) return kFp32QuietNan;
-    if (fp32_is_inf(acc) && (acc & kFp32Sign) != sign) return kFp32QuietNan;
-    return sign | kFp32Inf;
+// ---- A PE's sum: block floating point (docs/ENGINE.md, "BF16 numerics") ----
+// Each A row of a tile (K elements) and each B column of a column block has a block exponent: the
+// largest exponent field among its finite nonzero elements. An element becomes a fixed-point
+// integer relative to its block, its significand (8 bits, the hidden one included) shifted so that
+// the block's largest significand has kFixedBitsA (A) or kFixedBitsB (B) bits, truncated toward
+// zero. Each product of two of those is exact and so is their sum over K (|S| < 2^47, the DSP48's
+// accumulator), which is rounded to fp32 once.
+inline constexpr int kFixedBitsA = 19;  // magnitude bits of an A operand (the 25-bit multiplier port, signed)
+inline constexpr int kFixedBitsB = 17;  // of a B operand (the 18-bit port, signed)
+// S x 2^(ea + eb - kSumExpOffset) is the sum's value: an operand is x_fixed x 2^(block - 134 - (bits - 8)).
+inline constexpr int kSumExpOffset = 2 * 134 + (kFixedBitsA - 8) + (kFixedBitsB - 8);
+
+constexpr int bf16_exp_field(uint16_t x) { return (x >> 7) & 0xff; }
+constexpr bool bf16_is_nan(uint16_t x) { return (x & 0x7fff) > 0x7f80; }
+constexpr bool bf16_is_inf(uint16_t x) { return (x & 0x7fff) == 0x7f80; }
+constexpr bool bf16_is_zero(uint16_t x) { return bf16_exp_field(x) == 0; }  // a subnormal too
+
+// A block's exponent (0 where no element is finite and nonzero) and whether any element is a NaN.
+struct Bf16Block {
+  int exp = 0;
+  bool nan = false;
+  constexpr void add(uint16_t x) {
+    const int e = bf16_exp_field(x);
+    if (e != 0xff) exp = std::max(exp, e);
+    nan |= bf16_is_nan(x);
   }
-  if (fp32_is_inf(acc)) return acc;
-  return round_fp32(fp32_value(acc) + fp32_value(fa) * fp32_value(fb));
+};
+
+// x as a fixed-point operand of its block: sign x floor(significand x 2^(bits - 8 - (block - e))),
+// the shift a right one for elements far below the block's largest; 0 for zeros, subnormals,
+// infinities and NaNs (their class travels beside the value).
+constexpr int32_t bf16_fixed(uint16_t x, int block_exp, int bits) {
+  const int e = bf16_exp_field(x);
+  if (e == 0 || e == 0xff) return 0;
+  const int right = block_exp - e - (bits - 8), sig = 0x80 | (x & 0x7f);
+  const int32_t mag = right <= 0 ? sig << -right : right >= 8 ? 0 : sig >> right;
+  return x & 0x8000 ? -mag : mag;
 }
 
-// bf16_fma over a row of PEs that share their A operand, for finite operands (no infinity or NaN
-// in a or b; subnormals already zeros): acc[i] = bf16_fma(acc[i], a, b[i]), as the golden model's
-// fast path. The hardware's conversion of the double sum to float rounds to 24 bits, nearest even,
-// and overflows to infinity as round_fp32 does; only a result below 2^-126 needs the engine's rule
-// (it is 2^-126 where rounding to 24 bits with an unbounded exponent reaches it, else a zero). An
-// infinite accumulator stays infinite, as finite products cannot cancel it.
-inline void bf16_fma_row(float* __restrict acc, float a, const float* __restrict b, uint32_t n) {
-  constexpr double kReachesMin = 0x1p-126 - 0x1p-151;  // the midpoint below 2^-126 on the 24-bit grid
-  constexpr uint32_t kChunk = 64;
-  double s[kChunk];
-  for (uint32_t i0 = 0; i0 < n; i0 += kChunk) {
-    const uint32_t len = std::min(kChunk, n - i0);
-    float* __restrict x = acc + i0;
-    const float* __restrict y = b + i0;
-    // a plain loop of a fixed count, which the compiler vectorizes, noting results of 2^-126 or less ...
-    uint32_t tiny = 0;
-    auto step = [&](uint32_t i) {
-      s[i] = static_cast<double>(x[i]) + static_cast<double>(a) * static_cast<double>(y[i]);
-      x[i] = static_cast<float>(s[i]);
-      tiny |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & ~kFp32Sign) <= 0x00800000u);
-    };
-    if (len == kChunk)
-      for (uint32_t i = 0; i < kChunk; ++i) step(i);
-    else
-      for (uint32_t i = 0; i < len; ++i) step(i);
-    // ... then, where there are any, the results at or below 2^-126: the hardware rounds on the
-    // subnormal grid there, which can reach 2^-126 where the engine's 24-bit grid does not
-    if (tiny)
-      for (uint32_t i = 0; i < len; ++i)
-        if ((std::bit_cast<uint32_t>(x[i]) & ~kFp32Sign) <= 0x00800000u && s[i] != 0)
-          x[i] = std::bit_cast<float>((static_cast<uint32_t>(std::bit_cast<uint64_t>(s[i]) >> 32) & kFp32Sign) |
-                                      (std::abs(s[i]) >= kReachesMin ? 0x00800000u : 0u));
+// The special cases of a sum of products, from its operands' classes: a NaN operand anywhere in
+// the row or column (the blocks' flags), inf x 0 (a subnormal is a 0), or infinite products of
+// both signs give the NaN; otherwise an infinite product gives an infinity of its sign.
+struct Bf16Specials {
+  bool nan = false, pos_inf = false, neg_inf = false;
+  constexpr void add(uint16_t a, uint16_t b) {
+    const bool inf = bf16_is_inf(a) || bf16_is_inf(b);
+    if (inf && (bf16_is_zero(a) || bf16_is_zero(b)))
+      nan = true;
+    else if (inf)
+      ((a ^ b) & 0x8000 ? neg_inf : pos_inf) = true;
   }
+};
+
+// A PE's finished sum: S x 2^(ea + eb - kSumExpOffset), with the row's and column's NaN flags and
+// the special cases of its products.
+struct Bf16Sum {
+  int64_t s = 0;
+  int ea = 0, eb = 0;
+  bool nan = false;  // a NaN in the row of A or the column of B
+  Bf16Specials specials;
+
+  // As fp32 bits: the value rounded once as round_fp32 does (an exact zero is +0), or the special
+  // case. |S| < 2^53, so the double is exact.
+  uint32_t fp32() const {
+    if (nan || specials.nan || (specials.pos_inf && specials.neg_inf)) return kFp32QuietNan;
+    if (specials.pos_inf || specials.neg_inf) return (specials.neg_inf ? kFp32Sign : 0) | kFp32Inf;
+    if (s == 0) return 0;
+    return round_fp32(std::ldexp(static_cast<double>(s), ea + eb - kSumExpOffset));
+  }
+  // The low 32 bits of S replaced (a stuck bit of the PE's result register), the rest kept.
+  Bf16Sum with_low_bits(uint32_t low) const {
+    Bf16Sum r = *this;
+    r.s = (s & ~int64_t{0xffffffff}) | low;
+    return r;
+  }
+};
+
+// One output of a BF16 GEMM before the epilogue: the row a[0], a[a_step], ... against the column
+// b[0], b[b_step], ..., k elements each.
+inline Bf16Sum bf16_dot(const uint16_t* a, size_t a_step, const uint16_t* b, size_t b_step, uint32_t k) {
+  Bf16Block ba, bb;
+  for (uint32_t i = 0; i < k; ++i) ba.add(a[i * a_step]), bb.add(b[i * b_step]);
+  Bf16Sum r{.ea = ba.exp, .eb = bb.exp, .nan = ba.nan || bb.nan, .specials = {}};
+  for (uint32_t i = 0; i < k; ++i) {
+    r.specials.add(a[i * a_step], b[i * b_step]);
+    r.s += int64_t{bf16_fixed(a[i * a_step], ba.exp, kFixedBitsA)} * bf16_fixed(b[i * b_step], bb.exp, kFixedBitsB);
+  }
+  return r;
 }
 
 // x + y rounded once, for the epilogue's C_in and bias; y comes from memory (subnormal: zero).
