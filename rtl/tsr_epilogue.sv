@@ -7,9 +7,10 @@
 // max(-shift, 0). The row's metadata travels alongside unchanged.
 //
 // BF16 (Bf16 builds, bf16_i) has a pipeline of its own beside it, as long (tsr_fp_pkg): stages 1
-// to 3 round each PE's fixed-point sum to fp32 with the row's A block and the column's B block,
-// stages 4 and 5 add C_in, 6 and 7 the bias, each rounded; stage 8 applies RELU and stage 9 rounds
-// to bf16 for the BF16 output mode, whose lanes leave packed in the low Cols*16 bits.
+// and 2 round each PE's sum (sign and magnitude, taken in the readout) to fp32 with the row's A
+// block and the column's B block, stages 3 to 5 add C_in, 6 to 8 the bias, each rounded; stage 9
+// applies RELU and rounds to bf16 for the BF16 output mode, whose lanes leave packed in the low
+// Cols*16 bits.
 module tsr_epilogue #(
   parameter int unsigned Cols = 16,
   parameter int unsigned MetaWidth = 8,
@@ -216,35 +217,46 @@ module tsr_epilogue #(
     assign out8[j*8 +: 8] = q9_q;
 
     if (Bf16) begin : g_float
-      // Stages 1-3: the PE's sum as fp32 (tsr_fp_pkg::fixed_mag, fixed_norm, fixed_round).
-      logic [tsr_fp_pkg::MAG_W-1:0]     mag1_q;
-      logic [tsr_fp_pkg::NORM_W-1:0]    norm2_q;
-      logic [31:0]                      v3_q, v4_q, v5_q, v6_q, v7_q, v8_q, v9_q;
-      // C_in, added in stages 4 and 5; the bias, in stages 6 and 7: each between them
-      // (tsr_fp_pkg::add_align, add_round). They come with the row, and travel with it.
-      logic [31:0]                      cin1_q, cin2_q, cin3_q;
-      logic [31:0]                      bias1_q, bias2_q, bias3_q, bias4_q, bias5_q;
-      logic [tsr_fp_pkg::ADD_MID_W-1:0] cin4_q, bias6_q;
+      // Stages 1-2: the PE's sum (its sign and magnitude, tsr_fp_pkg::fixed_abs in the readout) as
+      // fp32 (fixed_norm, fixed_round). Stages 3-5 add C_in, 6-8 the bias (add_order, add_sum,
+      // add_round); stage 9 applies RELU and rounds to bf16. C_in and the bias come with the row
+      // and travel with it.
+      logic [tsr_fp_pkg::NORM_W-1:0]      norm1_q;
+      logic [tsr_fp_pkg::ADD_ORDER_W-1:0] cin3_q, bias6_q;
+      logic [tsr_fp_pkg::ADD_SUM_W-1:0]   cin4_q, bias7_q;
+      logic [31:0]                        v2_q, v3_q, v4_q, v5_q, v6_q, v7_q, v8_q, v9_q, r8;
+      logic [31:0]                        cin1_q, cin2_q, bias1_q, bias2_q, bias3_q, bias4_q, bias5_q;
+      assign r8 = cfg_i.relu ? tsr_fp_pkg::relu(v8_q) : v8_q;
       // Each stage is written with a BF16 row only: int8 GEMMs, and the cycles between rows, skip
       // the float logic in simulation (and it is each register's clock enable in hardware).
       always_ff @(posedge clk_i) begin
-        {cin1_q, cin2_q, cin3_q} <= {cin_i[j*32 +: 32], cin1_q, cin2_q};
-        {bias1_q, bias2_q, bias3_q, bias4_q, bias5_q} <= {bias_i[j*32 +: 32], bias1_q, bias2_q, bias3_q, bias4_q};
-        if (float && valid_i)    mag1_q  <= tsr_fp_pkg::fixed_mag(sum_i[j*SumW +: SumW], row_blk_i, b_blk_i[j*9 +: 9]);
-        if (float && valid_q[0]) norm2_q <= tsr_fp_pkg::fixed_norm(mag1_q);
-        if (float && valid_q[1]) v3_q    <= tsr_fp_pkg::fixed_round(norm2_q);
+        // the stages the adds read are written only with a row: that keeps them out of the shift
+        // registers (SRLs) the others become, whose outputs are late
+        cin1_q <= cin_i[j*32 +: 32];
+        {bias1_q, bias2_q, bias3_q, bias4_q} <= {bias_i[j*32 +: 32], bias1_q, bias2_q, bias3_q};
+        if (valid_q[0]) cin2_q  <= cin1_q;
+        if (valid_q[3]) bias5_q <= bias4_q;
+        if (float && valid_i)    norm1_q <= tsr_fp_pkg::fixed_norm(sum_i[j*SumW +: SumW], row_blk_i, b_blk_i[j*9 +: 9]);
+        if (float && valid_q[0]) v2_q    <= tsr_fp_pkg::fixed_round(norm1_q);
+        if (float && valid_q[1]) begin
+          if (cfg_i.accumulate) cin3_q <= tsr_fp_pkg::add_order(v2_q, cin2_q);
+          v3_q <= v2_q;
+        end
         if (float && valid_q[2]) begin
-          if (cfg_i.accumulate) cin4_q <= tsr_fp_pkg::add_align(v3_q, cin3_q);
+          if (cfg_i.accumulate) cin4_q <= tsr_fp_pkg::add_sum(cin3_q);
           v4_q <= v3_q;
         end
         if (float && valid_q[3]) v5_q <= cfg_i.accumulate ? tsr_fp_pkg::add_round(cin4_q) : v4_q;
         if (float && valid_q[4]) begin
-          if (cfg_i.bias) bias6_q <= tsr_fp_pkg::add_align(v5_q, bias5_q);
+          if (cfg_i.bias) bias6_q <= tsr_fp_pkg::add_order(v5_q, bias5_q);
           v6_q <= v5_q;
         end
-        if (float && valid_q[5]) v7_q <= cfg_i.bias ? tsr_fp_pkg::add_round(bias6_q) : v6_q;
-        if (float && valid_q[6]) v8_q <= cfg_i.relu ? tsr_fp_pkg::relu(v7_q) : v7_q;
-        if (float && valid_q[7]) v9_q <= bf16_out ? 32'(tsr_fp_pkg::to_bf16(v8_q)) : v8_q;
+        if (float && valid_q[5]) begin
+          if (cfg_i.bias) bias7_q <= tsr_fp_pkg::add_sum(bias6_q);
+          v7_q <= v6_q;
+        end
+        if (float && valid_q[6]) v8_q <= cfg_i.bias ? tsr_fp_pkg::add_round(bias7_q) : v7_q;
+        if (float && valid_q[7]) v9_q <= bf16_out ? 32'(tsr_fp_pkg::to_bf16(r8)) : r8;
       end
       assign out16[j*16 +: 16] = v9_q[15:0];
       assign out32[j*32 +: 32] = float ? v9_q : acc9_q;
@@ -252,34 +264,34 @@ module tsr_epilogue #(
       // BF16's special values through each float step of the epilogue (rtl/testplan.toml,
       // bf16_epilogue_specials): C_in's add, the bias's add, RELU and the rounding to bf16. The
       // classes are plain signals: Verilator 5.006 miscounted cover properties that called a function.
-      logic [1:0] v3_c, cin3_c, v5_c, bias5_c, v7_c, v8_c;  // 2: NaN, 1: an infinity, 0: other
+      logic [1:0] v2_c, cin2_c, v5_c, bias5_c, v8_c, r8_c;  // 2: NaN, 1: an infinity, 0: other
       logic [15:0] out_bf16;
-      assign v3_c    = fp_class(v3_q[30:0]);
-      assign cin3_c  = fp_class(cin3_q[30:0]);
+      assign v2_c    = fp_class(v2_q[30:0]);
+      assign cin2_c  = fp_class(cin2_q[30:0]);
       assign v5_c    = fp_class(v5_q[30:0]);
       assign bias5_c = fp_class(bias5_q[30:0]);
-      assign v7_c    = fp_class(v7_q[30:0]);
       assign v8_c    = fp_class(v8_q[30:0]);
-      assign out_bf16 = tsr_fp_pkg::to_bf16(v8_q);
-      cov_fp_sum_nan:     cover property (@(posedge clk_i) valid_q[2] && float && v3_c == 2'd2);
-      cov_fp_sum_inf:     cover property (@(posedge clk_i) valid_q[2] && float && v3_c == 2'd1);
-      cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
-                                          (v3_c == 2'd2 || cin3_c == 2'd2));
-      cov_fp_cin_inf:     cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
-                                          (v3_c == 2'd1 || cin3_c == 2'd1));
-      cov_fp_cin_inf_minus_inf: cover property (@(posedge clk_i) valid_q[2] && float && cfg_i.accumulate &&
-                                                v3_c == 2'd1 && cin3_c == 2'd1 && v3_q[31] != cin3_q[31]);
+      assign r8_c    = fp_class(r8[30:0]);
+      assign out_bf16 = tsr_fp_pkg::to_bf16(r8);
+      cov_fp_sum_nan:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd2);
+      cov_fp_sum_inf:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd1);
+      cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.accumulate &&
+                                          (v2_c == 2'd2 || cin2_c == 2'd2));
+      cov_fp_cin_inf:     cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.accumulate &&
+                                          (v2_c == 2'd1 || cin2_c == 2'd1));
+      cov_fp_cin_inf_minus_inf: cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.accumulate &&
+                                                v2_c == 2'd1 && cin2_c == 2'd1 && v2_q[31] != cin2_q[31]);
       cov_fp_bias_nan:    cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
                                           (v5_c == 2'd2 || bias5_c == 2'd2));
       cov_fp_bias_inf:    cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
                                           (v5_c == 2'd1 || bias5_c == 2'd1));
       cov_fp_bias_inf_minus_inf: cover property (@(posedge clk_i) valid_q[4] && float && cfg_i.bias &&
                                                  v5_c == 2'd1 && bias5_c == 2'd1 && v5_q[31] != bias5_q[31]);
-      cov_fp_relu_nan:    cover property (@(posedge clk_i) valid_q[6] && float && cfg_i.relu && v7_c == 2'd2);
-      cov_fp_relu_neg_inf: cover property (@(posedge clk_i) valid_q[6] && float && cfg_i.relu && v7_q == 32'hff800000);
-      cov_fp_out_nan:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd2);
-      cov_fp_out_inf:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd1);
-      cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && v8_c == 2'd0 &&
+      cov_fp_relu_nan:    cover property (@(posedge clk_i) valid_q[7] && float && cfg_i.relu && v8_c == 2'd2);
+      cov_fp_relu_neg_inf: cover property (@(posedge clk_i) valid_q[7] && float && cfg_i.relu && v8_q == 32'hff800000);
+      cov_fp_out_nan:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && r8_c == 2'd2);
+      cov_fp_out_inf:     cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && r8_c == 2'd1);
+      cov_fp_out_rounds_to_inf: cover property (@(posedge clk_i) valid_q[7] && float && bf16_out && r8_c == 2'd0 &&
                                                 (out_bf16 == 16'h7f80 || out_bf16 == 16'hff80));
 `endif
     end else begin : g_int

@@ -12,7 +12,7 @@
 // guard, round and sticky bits, adds, and normalizes: three extra bits round correctly, since a
 // subtraction that shifts left by more than one lost no bits in the alignment. Then it rounds to
 // nearest even, and only then compares with the range (a result of 2^128 or more is an infinity,
-// one below 2^-126 a zero, both signed). It is two pipeline stages: add_align and add_round.
+// one below 2^-126 a zero, both signed). It is three pipeline stages: add_order, add_sum, add_round.
 package tsr_fp_pkg;
   localparam logic [31:0] QNAN = 32'h7fc00000;  // the one NaN the engine writes
   // Block floating point: an operand's magnitude bits in the array (A on the DSP48E1's 25-bit
@@ -25,6 +25,32 @@ package tsr_fp_pkg;
   localparam int unsigned PE_OUT_W = SUM_W + 3;  // {nan, +inf, -inf, S}
   localparam int SUM_EXP_OFFSET = 2 * 134 + (FIX_A - 8) + (FIX_B - 8);
 
+  // Two leading-zero counts of 2^k bits each (2^k: all zeros), the high half's and the low half's,
+  // as the count of their 2^(k+1) bits.
+  function automatic logic [6:0] lz_merge(logic [6:0] hi, logic [6:0] lo, int k);
+    logic [6:0] half;
+    half = 7'(1) << k;
+    if (!hi[k])     lz_merge = hi;
+    else if (lo[k]) lz_merge = 7'(1) << (k + 1);
+    else            lz_merge = half | (lo & (half - 7'(1)));
+  endfunction
+
+  // The leading zeros of x (64 if none is set), as a tree of merges: the priority form is a chain
+  // of 64 choices, the longest path there was.
+  function automatic logic [6:0] lzc64(logic [63:0] x);
+    logic [32*7-1:0] c1;
+    logic [16*7-1:0] c2;
+    logic [8*7-1:0]  c3;
+    logic [4*7-1:0]  c4;
+    logic [2*7-1:0]  c5;
+    for (int i = 0; i < 32; i++) c1[i*7 +: 7] = !x[2*i+1] ? (!x[2*i] ? 7'd2 : 7'd1) : 7'd0;
+    for (int i = 0; i < 16; i++) c2[i*7 +: 7] = lz_merge(c1[(2*i+1)*7 +: 7], c1[2*i*7 +: 7], 1);
+    for (int i = 0; i < 8; i++)  c3[i*7 +: 7] = lz_merge(c2[(2*i+1)*7 +: 7], c2[2*i*7 +: 7], 2);
+    for (int i = 0; i < 4; i++)  c4[i*7 +: 7] = lz_merge(c3[(2*i+1)*7 +: 7], c3[2*i*7 +: 7], 3);
+    for (int i = 0; i < 2; i++)  c5[i*7 +: 7] = lz_merge(c4[(2*i+1)*7 +: 7], c4[2*i*7 +: 7], 4);
+    lzc64 = lz_merge(c5[7 +: 7], c5[0 +: 7], 5);
+  endfunction
+
   // x + y of two finite operands in the form above, rounded once to fp32 bits. Two paths, as fast
   // float adders have, so that no sum goes through both a long alignment and a long normalization:
   //  - near: a subtraction of operands whose exponents differ by at most one. The alignment is a
@@ -33,21 +59,20 @@ package tsr_fp_pkg;
   //    non-negative one is the magnitude (no comparison of the significands first).
   //  - far: every other sum. The alignment may shift far (guard, round, sticky), but the sum is in
   //    [2^25, 2^28) in units of the sticky bit: normalizing is a shift by one at most.
-  // add_align forms both sums; add_round normalizes the one that applies, rounds (nearest even on
-  // guard, round, sticky) and checks the range. Between them: {special, its bits, near, neg, ls,
-  // ss, le, fsum, nsum}, where special says the result is already known (a NaN or an infinity).
-  localparam int unsigned ADD_MID_W = 1 + 32 + 4 + 11 + 28 + 28;
+  // Three pipeline stages: add_order orders the operands by exponent, add_sum forms both sums (and
+  // the near one's leading zeros), add_round normalizes the one that applies, rounds (nearest even
+  // on guard, round, sticky) and checks the range. Each passes on {special, its bits, ...}, where
+  // special says the result is already known (a NaN or an infinity).
+  localparam int unsigned ADD_ORDER_W = 1 + 32 + 4 + 11 + 5 + 1 + 24 + 24;
+  localparam int unsigned ADD_SUM_W = 1 + 32 + 4 + 11 + 28 + 28 + 5;
 
-  function automatic logic [ADD_MID_W-1:0] add_align(logic [31:0] x, logic [31:0] y);
-    logic               x_inf, y_inf, x_nan, y_nan, special, xs, ys, swap, ls, ss, sub, near, neg;
+  function automatic logic [ADD_ORDER_W-1:0] add_order(logic [31:0] x, logic [31:0] y);
+    logic               x_inf, y_inf, x_nan, y_nan, special, swap, ls, ss, sub, near;
     logic [31:0]        special_bits;
-    logic signed [10:0] xe, ye, le, se;
-    logic signed [11:0] d;
+    logic signed [10:0] xe, ye, le;
+    logic signed [11:0] d, dxy, dyx;
     logic [23:0]        xm, ym, lm, sm;
     logic [4:0]         dd;
-    logic [49:0]        wide;
-    logic [26:0]        sal;
-    logic [27:0]        fsum, nsum, nswap;
     // Subnormals read as zeros; NaNs and infinities decide the result here.
     x_nan = x[30:23] == 8'hff && x[22:0] != '0;
     y_nan = y[30:23] == 8'hff && y[22:0] != '0;
@@ -57,38 +82,55 @@ package tsr_fp_pkg;
     if (x_nan || y_nan || (x_inf && y_inf && x[31] != y[31])) special_bits = QNAN;
     else if (x_inf)                                           special_bits = x;
     else                                                      special_bits = y;
-    xs = x[31];
-    ys = y[31];
     xe = {3'd0, x[30:23]};
     ye = {3'd0, y[30:23]};
     xm = (x[30:23] == '0) ? 24'd0 : {1'b1, x[22:0]};
     ym = (y[30:23] == '0) ? 24'd0 : {1'b1, y[22:0]};
-    // The larger exponent leads; a zero never does unless both are zero.
-    swap = xm == '0 || (ym != '0 && ye > xe);
-    ls = swap ? ys : xs;
-    le = swap ? ye : xe;
-    lm = swap ? ym : xm;
-    ss = swap ? xs : ys;
-    se = swap ? xe : ye;
-    sm = swap ? xm : ym;
-    d    = {le[10], le} - {se[10], se};
+    // The larger exponent leads; a zero never does unless both are zero. Both differences are
+    // formed beside the comparison (its sign), not after it.
+    dxy  = {xe[10], xe} - {ye[10], ye};
+    dyx  = {ye[10], ye} - {xe[10], xe};
+    swap = xm == '0 || (ym != '0 && dxy[11]);
+    ls   = swap ? y[31] : x[31];
+    le   = swap ? ye : xe;
+    lm   = swap ? ym : xm;
+    ss   = swap ? x[31] : y[31];
+    sm   = swap ? xm : ym;
+    d    = swap ? dyx : dxy;
     sub  = ls != ss;
     near = sub && sm != '0 && d <= 12'sd1;
-    // Far: align the smaller with guard, round and the sticky OR of whatever falls below; from a
-    // distance of 26 on (or a zero, whose exponent means nothing) only the sticky bit is left.
+    // The far path's alignment: from a distance of 26 on (or a zero, whose exponent means nothing)
+    // only the sticky bit is left.
     dd   = (sm == '0 || d > 12'sd26) ? 5'd26 : d[4:0];
+    add_order = {special, special_bits, near, sub, ls, ss, le, dd, d[0], lm, sm};
+  endfunction
+
+  function automatic logic [ADD_SUM_W-1:0] add_sum(logic [ADD_ORDER_W-1:0] o);
+    logic               special, near, sub, ls, ss, neg;
+    logic [31:0]        special_bits;
+    logic signed [10:0] le;
+    logic               d0;  // the exponents' distance is odd
+    logic [23:0]        lm, sm;
+    logic [4:0]         dd, lz;
+    logic [49:0]        wide;
+    logic [26:0]        sal;
+    logic [27:0]        fsum, nsum, nswap;
+    {special, special_bits, near, sub, ls, ss, le, dd, d0, lm, sm} = o;
+    // Far: align the smaller with guard, round and the sticky OR of whatever falls below.
     wide = {sm, 26'd0} >> dd;
     sal  = {wide[49:24], |wide[23:0]};
     fsum = sub ? {1'b0, lm, 3'b000} - {1'b0, sal} : {1'b0, lm, 3'b000} + {1'b0, sal};
     // Near: exact differences; with equal exponents the smaller operand may be the leading one.
-    nsum  = {1'b0, lm, 3'b000} - (d[0] ? {2'b00, sm, 2'b00} : {1'b0, sm, 3'b000});
+    nsum  = {1'b0, lm, 3'b000} - (d0 ? {2'b00, sm, 2'b00} : {1'b0, sm, 3'b000});
     nswap = {1'b0, sm, 3'b000} - {1'b0, lm, 3'b000};
-    neg   = !d[0] && nsum[27];
+    neg   = !d0 && nsum[27];
     if (neg) nsum = nswap;
-    add_align = {special, special_bits, near, neg, ls, ss, le, fsum, nsum};
+    // The leading zeros of nsum[26:0] (27 where it is zero, and then the result is a zero anyway).
+    lz = 5'(lzc64({nsum[26:0], 37'h1fffffffff}));
+    add_sum = {special, special_bits, near, neg, ls, ss, le, fsum, nsum, lz};
   endfunction
 
-  function automatic logic [31:0] add_round(logic [ADD_MID_W-1:0] mid);
+  function automatic logic [31:0] add_round(logic [ADD_SUM_W-1:0] s);
     logic               special, near, neg, ls, ss, sign, inc;
     logic [31:0]        special_bits;
     logic signed [10:0] le, e, fe, ne;
@@ -96,13 +138,10 @@ package tsr_fp_pkg;
     logic [26:0]        fnorm, nnorm, norm;
     logic [4:0]         lz;
     logic [24:0]        man;
-    {special, special_bits, near, neg, ls, ss, le, fsum, nsum} = mid;
+    {special, special_bits, near, neg, ls, ss, le, fsum, nsum, lz} = s;
     if (fsum[27])      begin fnorm = {fsum[27:2], |fsum[1:0]}; fe = le + 11'sd1; end
     else if (fsum[26]) begin fnorm = fsum[26:0];               fe = le;          end
     else               begin fnorm = {fsum[25:0], 1'b0};       fe = le - 11'sd1; end
-    // The leading zeros of nsum[26:0]: a priority choice of constants, not a chain of counters.
-    lz = 5'd26;
-    for (int i = 0; i <= 26; i++) if (nsum[i]) lz = 5'(26 - i);
     nnorm = nsum[26:0] << lz;
     ne    = le - 11'(lz);
     norm = near ? nnorm : fnorm;
@@ -120,7 +159,7 @@ package tsr_fp_pkg;
 
   // x + y for fp32 bits, rounded once: the epilogue's C_in and bias, in one step (the cover points).
   function automatic logic [31:0] add_fp32(logic [31:0] x, logic [31:0] y);
-    add_fp32 = add_round(add_align(x, y));
+    add_fp32 = add_round(add_sum(add_order(x, y)));
   endfunction
 
   // A block element's part in its block: {NaN, its exponent}, the exponent 0 for an infinity or a
@@ -141,44 +180,47 @@ package tsr_fp_pkg;
   function automatic logic [FIX_A+3:0] fixed_operand(logic [15:0] x, logic [7:0] blk, int unsigned lead);
     logic        zero, inf;
     logic [7:0]  d;
-    logic [FIX_A-1:0] mag;
-    zero = x[14:7] == '0;
-    inf  = x[14:7] == 8'hff;
-    d    = blk - x[14:7];
-    mag  = FIX_A'((27'({1'b1, x[6:0]}) << lead) >> d);  // under 2^(lead + 8)
-    if (zero || inf) mag = '0;
-    fixed_operand = {inf && x[6:0] == '0, zero, x[15], x[15] ? -(FIX_A+1)'(mag) : (FIX_A+1)'(mag)};
+    logic [26:0]    wide;
+    logic [FIX_A:0] value;
+    logic           unused_wide;
+    zero  = x[14:7] == '0;
+    inf   = x[14:7] == 8'hff;
+    d     = blk - x[14:7];
+    wide  = (27'({1'b1, x[6:0]}) << lead) >> d;  // under 2^(lead + 8)
+    value = {1'b0, wide[FIX_A-1:0]};
+    unused_wide = ^wide[26:FIX_A];  // zero: the block's largest element has FIX_A bits
+    if (zero || inf) value = '0;
+    if (x[15])       value = -value;
+    fixed_operand = {inf && x[6:0] == '0, zero, x[15], value};
   endfunction
 
-  // A PE's sum as fp32, in three stages: fixed_mag takes the magnitude and the special cases (the
-  // PE's flags and the blocks' NaN flags decide a NaN or an infinity), fixed_norm shifts the
-  // magnitude to its leading one, fixed_round rounds it to nearest even and checks the range. An
-  // exact zero is +0.
-  //   fixed_mag's result:  {nan, inf, sign, |S|, ea + eb}
+  // A PE's sum as fp32, in three steps: fixed_abs takes its sign and magnitude (in the readout,
+  // before the epilogue), fixed_norm shifts the magnitude to its leading one and decides the special
+  // cases (the PE's flags and the blocks' NaN flags give a NaN or an infinity), fixed_round rounds
+  // it to nearest even and checks the range. An exact zero is +0.
+  //   fixed_abs's result:  {nan, +inf, -inf, sign, |S|}, as wide as the PE's
   //   fixed_norm's result: {nan, inf, sign, zero, exponent (biased, 11 bits signed), 24 bits, guard, sticky}
-  localparam int unsigned MAG_W = 3 + (SUM_W - 1) + 10;
   localparam int unsigned NORM_W = 4 + 11 + 26;
-  function automatic logic [MAG_W-1:0] fixed_mag(logic [PE_OUT_W-1:0] sum, logic [8:0] ablk, logic [8:0] bblk);
-    logic nan, pinf, ninf, neg;
-    {nan, pinf, ninf} = sum[SUM_W +: 3];
-    neg = sum[SUM_W-1];
-    fixed_mag = {nan || ablk[8] || bblk[8] || (pinf && ninf), pinf || ninf, pinf || ninf ? ninf : neg,
-                 neg ? (SUM_W-1)'(-sum[SUM_W-1:0]) : sum[SUM_W-2:0], 10'(ablk[7:0]) + 10'(bblk[7:0])};
+  function automatic logic [PE_OUT_W-1:0] fixed_abs(logic [PE_OUT_W-1:0] sum);
+    logic [SUM_W-1:0] mag;  // |S| < 2^(SUM_W - 1)
+    logic             unused_top;
+    mag = sum[SUM_W-1] ? -sum[SUM_W-1:0] : sum[SUM_W-1:0];
+    unused_top = mag[SUM_W-1];
+    fixed_abs = {sum[SUM_W +: 3], sum[SUM_W-1], mag[SUM_W-2:0]};
   endfunction
 
-  function automatic logic [NORM_W-1:0] fixed_norm(logic [MAG_W-1:0] m);
-    logic               nan, inf, sign;
+  function automatic logic [NORM_W-1:0] fixed_norm(logic [PE_OUT_W-1:0] a, logic [8:0] ablk, logic [8:0] bblk);
+    logic               nan, pinf, ninf, neg;
     logic [SUM_W-2:0]   mag, norm;
-    logic [9:0]         eab;
     logic [5:0]         lz;
     logic signed [10:0] e;
-    {nan, inf, sign, mag, eab} = m;
-    lz = 6'(SUM_W - 1);
-    for (int i = 0; i < SUM_W - 1; i++) if (mag[i]) lz = 6'(SUM_W - 2 - i);
+    {nan, pinf, ninf, neg, mag} = a;
+    lz = 6'(lzc64({mag, 17'h1ffff}));  // SUM_W - 1 = 47 where mag is zero
     norm = mag << lz;
     // the leading one, at bit SUM_W - 2 - lz, is worth 2^(that + ea + eb - SUM_EXP_OFFSET)
-    e = 11'(eab) - 11'(lz) + 11'(SUM_W - 2 + 127 - SUM_EXP_OFFSET);
-    fixed_norm = {nan, inf, sign, mag == '0, e, norm[SUM_W-2 -: 25], |norm[SUM_W-27:0]};
+    e = 11'(ablk[7:0]) + 11'(bblk[7:0]) - 11'(lz) + 11'(SUM_W - 2 + 127 - SUM_EXP_OFFSET);
+    fixed_norm = {nan || ablk[8] || bblk[8] || (pinf && ninf), pinf || ninf, pinf || ninf ? ninf : neg, mag == '0,
+                  e, norm[SUM_W-2 -: 25], |norm[SUM_W-27:0]};
   endfunction
 
   function automatic logic [31:0] fixed_round(logic [NORM_W-1:0] n);

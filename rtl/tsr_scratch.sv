@@ -23,6 +23,8 @@ module tsr_scratch #(
   parameter bit          Bf16 = 1'b0,
   localparam int unsigned AW = Bf16 ? tsr_fp_pkg::OP_A_W : 8,
   localparam int unsigned BW = Bf16 ? tsr_fp_pkg::OP_B_W : 8,
+  localparam int unsigned FixAW = tsr_fp_pkg::FIX_A + 1,  // Bf16: an operand's signed value
+  localparam int unsigned FixBW = tsr_fp_pkg::FIX_B + 1,
   localparam int unsigned AddrWidth = tsr_pkg::ADDR_BITS,
   localparam int unsigned BeatsWidth = tsr_pkg::BEATS_BITS,
   localparam int unsigned KW = $clog2(KMax),
@@ -164,7 +166,7 @@ module tsr_scratch #(
       end
       // a bf16 element as the array takes it, or the int8 one in its half, sign-extended
       assign op = tsr_fp_pkg::fixed_operand(word, blk2_q[7:0], tsr_fp_pkg::FIX_A - 8);
-      assign a_data_o[i*AW +: AW] = bf16_i ? op : {3'b000, (tsr_fp_pkg::FIX_A+1)'($signed(high_q ? word[15:8] : word[7:0]))};
+      assign a_data_o[i*AW +: AW] = bf16_i ? op : {3'b000, FixAW'($signed(high_q ? word[15:8] : word[7:0]))};
       assign a_blk_o[i*9 +: 9]    = blk2_q;
     end else begin : g_a8
       assign a_data_o[i*8 +: 8] = high_q ? word[15:8] : word[7:0];
@@ -282,7 +284,7 @@ module tsr_scratch #(
       // fixed value), or the int8 one sign-extended
       assign op = tsr_fp_pkg::fixed_operand(data_q, blk2_q, tsr_fp_pkg::FIX_B - 8);
       assign b_data_o[j*BW +: BW] = bf16_i ? {op[tsr_fp_pkg::FIX_A+3 -: 3], op[tsr_fp_pkg::FIX_B:0]}
-                                           : {3'b000, (tsr_fp_pkg::FIX_B+1)'($signed(data_q[7:0]))};
+                                           : {3'b000, FixBW'($signed(data_q[7:0]))};
       assign b_blk_o[j*9 +: 9] = blk_q[p_slot_i];
     end else begin : g_int8
       if (FoldOk) begin : g_fold

@@ -401,13 +401,23 @@ module tsr_seq #(
   logic [AddrWidth-1:0] x_addr;
   logic [ColW:0]     x_cols;
 
+  // BF16: each sum's sign and magnitude (tsr_fp_pkg::fixed_abs), the epilogue's first step taken
+  // here, after the row's selection
+  logic [Cols*SumW-1:0] row_sum;
+  if (Bf16) begin : g_abs
+    for (genvar j = 0; j < Cols; j++) begin : g_col
+      assign row_sum[j*SumW +: SumW] = bf16_i ? tsr_fp_pkg::fixed_abs(row_i[j*SumW +: SumW]) : row_i[j*SumW +: SumW];
+    end
+  end else begin : g_int
+    assign row_sum = row_i;
+  end
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) e_valid_q <= 1'b0;
     else if (clear_i) e_valid_q <= 1'b0;
     else e_valid_q <= ro_on;
   end
   always_ff @(posedge clk_i) begin
-    e_sum_q  <= row_i;
+    e_sum_q  <= row_sum;
     e_blk_q  <= row_blk_i;
     e_meta_q <= {ro_store, ro_addr, ro_cols, ro_row == RowW'(Rows - 1),
                  ro_nblast, ro_cslot, ro_pslot, ro_final};
