@@ -7,12 +7,12 @@
 // 48-bit accumulator, and the epilogue rounds the sum to fp32 once (fixed_to_fp32) before its fp32
 // adds of C_in and the bias.
 //
-// The adder takes two finite operands in one form, (-1)^s x m x 2^(e - 150) with m[23] set (or
-// m = 0 for a zero) and e fp32's biased exponent made wider. It aligns the smaller operand with
-// guard, round and sticky bits, adds, and normalizes: three extra bits round correctly, since a
-// subtraction that shifts left by more than one lost no bits in the alignment. Then it rounds to
-// nearest even, and only then compares with the range (a result of 2^128 or more is an infinity,
-// one below 2^-126 a zero, both signed). It is three pipeline stages: add_order, add_sum, add_round.
+// The fp32 adder (C_in's and the bias's) orders its operands by magnitude, aligns the smaller with
+// guard, round and sticky bits, adds or subtracts, and normalizes by the leading zeros of what is
+// left. Three extra bits round correctly: a subtraction that loses bits in the alignment (operands
+// two or more binades apart) shifts left by one at most. Then it rounds to nearest even, and only
+// then compares with the range (a result of 2^128 or more is an infinity, one below 2^-126 a zero,
+// both signed). It is three pipeline stages: add_order, add_sum, add_round.
 package tsr_fp_pkg;
   localparam logic [31:0] QNAN = 32'h7fc00000;  // the one NaN the engine writes
   // Block floating point: an operand's magnitude bits in the array (A on the DSP48E1's 25-bit
@@ -51,29 +51,20 @@ package tsr_fp_pkg;
     lzc64 = lz_merge(c5[7 +: 7], c5[0 +: 7], 5);
   endfunction
 
-  // x + y of two finite operands in the form above, rounded once to fp32 bits. Two paths, as fast
-  // float adders have, so that no sum goes through both a long alignment and a long normalization:
-  //  - near: a subtraction of operands whose exponents differ by at most one. The alignment is a
-  //    shift by 0 or 1 and loses nothing, but the difference may cancel to any width, so it is
-  //    normalized by its leading zeros. With equal exponents both differences are formed, and the
-  //    non-negative one is the magnitude (no comparison of the significands first).
-  //  - far: every other sum. The alignment may shift far (guard, round, sticky), but the sum is in
-  //    [2^25, 2^28) in units of the sticky bit: normalizing is a shift by one at most.
-  // Three pipeline stages: add_order orders the operands by exponent, add_sum forms both sums (and
-  // the near one's leading zeros), add_round normalizes the one that applies, rounds (nearest even
-  // on guard, round, sticky) and checks the range. Each passes on {special, its bits, ...}, where
-  // special says the result is already known (a NaN or an infinity).
-  localparam int unsigned ADD_ORDER_W = 1 + 32 + 4 + 11 + 5 + 1 + 24 + 24;
-  localparam int unsigned ADD_SUM_W = 1 + 32 + 4 + 11 + 28 + 28 + 5;
+  // x + y of two fp32 operands, rounded once (subnormals read as zeros). One path, as a small float
+  // adder has: the alignment, the sum and its leading zeros, then the normalization and rounding.
+  // Three pipeline stages: add_order orders the operands by magnitude, add_sum aligns and adds (and
+  // counts the leading zeros), add_round normalizes, rounds to nearest even on guard, round and
+  // sticky, and checks the range. Each passes on {special, its bits, ...}, where special says the
+  // result is already known (a NaN or an infinity).
+  localparam int unsigned ADD_ORDER_W = 1 + 32 + 3 + 8 + 5 + 24 + 24;
+  localparam int unsigned ADD_SUM_W = 1 + 32 + 2 + 8 + 28 + 5;
 
   function automatic logic [ADD_ORDER_W-1:0] add_order(logic [31:0] x, logic [31:0] y);
-    logic               x_inf, y_inf, x_nan, y_nan, special, swap, ls, ss, sub, near;
-    logic [31:0]        special_bits;
-    logic signed [10:0] xe, ye, le;
-    logic signed [11:0] d, dxy, dyx;
-    logic [23:0]        xm, ym, lm, sm;
-    logic [4:0]         dd;
-    // Subnormals read as zeros; NaNs and infinities decide the result here.
+    logic        x_inf, y_inf, x_nan, y_nan, special, swap;
+    logic [31:0] special_bits, l, s;
+    logic [7:0]  dxy, dyx, d;
+    logic [23:0] lm, sm;
     x_nan = x[30:23] == 8'hff && x[22:0] != '0;
     y_nan = y[30:23] == 8'hff && y[22:0] != '0;
     x_inf = x[30:23] == 8'hff && x[22:0] == '0;
@@ -82,79 +73,61 @@ package tsr_fp_pkg;
     if (x_nan || y_nan || (x_inf && y_inf && x[31] != y[31])) special_bits = QNAN;
     else if (x_inf)                                           special_bits = x;
     else                                                      special_bits = y;
-    xe = {3'd0, x[30:23]};
-    ye = {3'd0, y[30:23]};
-    xm = (x[30:23] == '0) ? 24'd0 : {1'b1, x[22:0]};
-    ym = (y[30:23] == '0) ? 24'd0 : {1'b1, y[22:0]};
-    // The larger exponent leads; a zero never does unless both are zero. Both differences are
-    // formed beside the comparison (its sign), not after it.
-    dxy  = {xe[10], xe} - {ye[10], ye};
-    dyx  = {ye[10], ye} - {xe[10], xe};
-    swap = xm == '0 || (ym != '0 && dxy[11]);
-    ls   = swap ? y[31] : x[31];
-    le   = swap ? ye : xe;
-    lm   = swap ? ym : xm;
-    ss   = swap ? x[31] : y[31];
-    sm   = swap ? xm : ym;
+    // The larger magnitude leads (fp32's magnitudes order as integers), so the difference of the
+    // significands is never negative. The exponents' distances are formed beside the comparison.
+    swap = y[30:0] > x[30:0];
+    dxy  = x[30:23] - y[30:23];
+    dyx  = y[30:23] - x[30:23];
+    l    = swap ? y : x;
+    s    = swap ? x : y;
     d    = swap ? dyx : dxy;
-    sub  = ls != ss;
-    near = sub && sm != '0 && d <= 12'sd1;
-    // The far path's alignment: from a distance of 26 on (or a zero, whose exponent means nothing)
-    // only the sticky bit is left.
-    dd   = (sm == '0 || d > 12'sd26) ? 5'd26 : d[4:0];
-    add_order = {special, special_bits, near, sub, ls, ss, le, dd, d[0], lm, sm};
+    lm   = l[30:23] == '0 ? 24'd0 : {1'b1, l[22:0]};
+    sm   = s[30:23] == '0 ? 24'd0 : {1'b1, s[22:0]};
+    // from a distance of 27 on only the sticky bit is left
+    add_order = {special, special_bits, l[31] != s[31], l[31], s[31], l[30:23],
+                 d[7:5] != '0 ? 5'd31 : d[4:0], lm, sm};
   endfunction
 
   function automatic logic [ADD_SUM_W-1:0] add_sum(logic [ADD_ORDER_W-1:0] o);
-    logic               special, near, sub, ls, ss, neg;
-    logic [31:0]        special_bits;
-    logic signed [10:0] le;
-    logic               d0;  // the exponents' distance is odd
-    logic [23:0]        lm, sm;
-    logic [4:0]         dd, lz;
-    logic [49:0]        wide;
-    logic [26:0]        sal;
-    logic [27:0]        fsum, nsum, nswap;
-    {special, special_bits, near, sub, ls, ss, le, dd, d0, lm, sm} = o;
-    // Far: align the smaller with guard, round and the sticky OR of whatever falls below.
-    wide = {sm, 26'd0} >> dd;
-    sal  = {wide[49:24], |wide[23:0]};
-    fsum = sub ? {1'b0, lm, 3'b000} - {1'b0, sal} : {1'b0, lm, 3'b000} + {1'b0, sal};
-    // Near: exact differences; with equal exponents the smaller operand may be the leading one.
-    nsum  = {1'b0, lm, 3'b000} - (d0 ? {2'b00, sm, 2'b00} : {1'b0, sm, 3'b000});
-    nswap = {1'b0, sm, 3'b000} - {1'b0, lm, 3'b000};
-    neg   = !d0 && nsum[27];
-    if (neg) nsum = nswap;
-    // The leading zeros of nsum[26:0] (27 where it is zero, and then the result is a zero anyway).
-    lz = 5'(lzc64({nsum[26:0], 37'h1fffffffff}));
-    add_sum = {special, special_bits, near, neg, ls, ss, le, fsum, nsum, lz};
+    logic        special, sub, ls, ss, sticky;
+    logic [31:0] special_bits;
+    logic [7:0]  le;
+    logic [4:0]  dd, lz;
+    logic [23:0] lm, sm;
+    logic [26:0] sal, lost;
+    logic [27:0] r;
+    {special, special_bits, sub, ls, ss, le, dd, lm, sm} = o;
+    // The smaller operand with guard, round and the sticky OR of whatever falls below.
+    sal    = {sm, 3'b000} >> dd;
+    lost   = {sm, 3'b000} & ~(27'h7ffffff << dd);
+    sticky = lost != '0;
+    r      = sub ? {1'b0, lm, 3'b000} - {1'b0, sal[26:1], sal[0] | sticky}
+                 : {1'b0, lm, 3'b000} + {1'b0, sal[26:1], sal[0] | sticky};
+    lz     = 5'(lzc64({r, 36'hfffffffff}));  // 28 where r is zero (then the result is a zero)
+    // an exact zero is -0 only from -0 + -0
+    add_sum = {special, special_bits, ls, ls && ss, le, r, lz};
   endfunction
 
   function automatic logic [31:0] add_round(logic [ADD_SUM_W-1:0] s);
-    logic               special, near, neg, ls, ss, sign, inc;
-    logic [31:0]        special_bits;
-    logic signed [10:0] le, e, fe, ne;
-    logic [27:0]        fsum, nsum;
-    logic [26:0]        fnorm, nnorm, norm;
-    logic [4:0]         lz;
-    logic [24:0]        man;
-    {special, special_bits, near, neg, ls, ss, le, fsum, nsum, lz} = s;
-    if (fsum[27])      begin fnorm = {fsum[27:2], |fsum[1:0]}; fe = le + 11'sd1; end
-    else if (fsum[26]) begin fnorm = fsum[26:0];               fe = le;          end
-    else               begin fnorm = {fsum[25:0], 1'b0};       fe = le - 11'sd1; end
-    nnorm = nsum[26:0] << lz;
-    ne    = le - 11'(lz);
-    norm = near ? nnorm : fnorm;
-    e    = near ? ne : fe;
-    sign = near && neg ? ss : ls;
-    inc = norm[2] && (norm[1] || norm[0] || norm[3]);
-    man = {1'b0, norm[26:3]} + 25'(inc);
-    if (man[24]) e = e + 11'sd1;  // rounded up to the next power of two
-    if (special)                        add_round = special_bits;
-    else if (near ? nsum == '0 : fsum == '0) add_round = {ls && ss, 31'd0};  // exact zero: -0 only from -0 + -0
-    else if (e >= 11'sd255)             add_round = {sign, 8'hff, 23'd0};
-    else if (e <= 11'sd0)               add_round = {sign, 31'd0};
-    else                                add_round = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
+    logic              special, sign, zero_sign, inc;
+    logic [31:0]       special_bits;
+    logic [7:0]        le;
+    logic [27:0]       r, norm;
+    logic [4:0]        lz;
+    logic [24:0]       man;
+    logic signed [9:0] e;
+    {special, special_bits, sign, zero_sign, le, r, lz} = s;
+    // the leading one to bit 27: the significand is norm[27:4], guard norm[3], sticky norm[2:0]
+    norm = r << lz;
+    e    = 10'(le) + 10'sd1 - 10'(lz);
+    inc  = norm[3] && (norm[2:0] != '0 || norm[4]);
+    man  = {1'b0, norm[27:4]} + 25'(inc);
+    if (man[24]) e = e + 10'sd1;  // rounded up to the next power of two
+    if (special)            add_round = special_bits;
+    else if (r == '0)       add_round = {zero_sign, 31'd0};
+    else if (e >= 10'sd255) add_round = {sign, 8'hff, 23'd0};
+    else if (e <= 10'sd0)   add_round = {sign, 31'd0};
+    else                    add_round = {sign, e[7:0], man[24] ? man[23:1] : man[22:0]};
   endfunction
 
   // x + y for fp32 bits, rounded once: the epilogue's C_in and bias, in one step (the cover points).
