@@ -10,7 +10,9 @@
 // and 2 round each PE's sum (sign and magnitude, taken in the readout) to fp32 with the row's A
 // block and the column's B block, stages 3 to 5 add C_in, 6 to 8 the bias, each rounded; stage 9
 // applies RELU and rounds to bf16 for the BF16 output mode, whose lanes leave packed in the low
-// Cols*16 bits.
+// Cols*16 bits. Each lane has one fp32 adder for both adds: where a GEMM asks for both, its rows
+// come two cycles apart (tsr_seq), so that no two rows need the adder in the same cycle (a row's
+// bias add starts three cycles after its C_in add).
 module tsr_epilogue #(
   parameter int unsigned Cols = 16,
   parameter int unsigned MetaWidth = 8,
@@ -222,10 +224,14 @@ module tsr_epilogue #(
       // add_round); stage 9 applies RELU and rounds to bf16. C_in and the bias come with the row
       // and travel with it.
       logic [tsr_fp_pkg::NORM_W-1:0]      norm1_q;
-      logic [tsr_fp_pkg::ADD_ORDER_W-1:0] cin3_q, bias6_q;
-      logic [tsr_fp_pkg::ADD_SUM_W-1:0]   cin4_q, bias7_q;
-      logic [31:0]                        v2_q, v3_q, v4_q, v5_q, v6_q, v7_q, v8_q, v9_q, r8;
+      logic [tsr_fp_pkg::ADD_ORDER_W-1:0] order_q;  // the adder's stages: a C_in add in stage 3 or
+      logic [tsr_fp_pkg::ADD_SUM_W-1:0]   sum_q;    // a bias add in stage 6, then the next
+      logic [31:0]                        v2_q, v3_q, v4_q, v5_q, v6_q, v7_q, v8_q, v9_q, r8, added;
       logic [31:0]                        cin1_q, cin2_q, bias1_q, bias2_q, bias3_q, bias4_q, bias5_q;
+      logic                               cin_add, bias_add;  // a row's add begins (stage 3, stage 6)
+      assign cin_add  = float && valid_q[1] && cfg_i.accumulate;
+      assign bias_add = float && valid_q[4] && cfg_i.bias;
+      assign added    = tsr_fp_pkg::add_round(sum_q);
       assign r8 = cfg_i.relu ? tsr_fp_pkg::relu(v8_q) : v8_q;
       // Each stage is written with a BF16 row only: int8 GEMMs, and the cycles between rows, skip
       // the float logic in simulation (and it is each register's clock enable in hardware).
@@ -238,24 +244,16 @@ module tsr_epilogue #(
         if (valid_q[3]) bias5_q <= bias4_q;
         if (float && valid_i)    norm1_q <= tsr_fp_pkg::fixed_norm(sum_i[j*SumW +: SumW], row_blk_i, b_blk_i[j*9 +: 9]);
         if (float && valid_q[0]) v2_q    <= tsr_fp_pkg::fixed_round(norm1_q);
-        if (float && valid_q[1]) begin
-          if (cfg_i.accumulate) cin3_q <= tsr_fp_pkg::add_order(v2_q, cin2_q);
-          v3_q <= v2_q;
-        end
-        if (float && valid_q[2]) begin
-          if (cfg_i.accumulate) cin4_q <= tsr_fp_pkg::add_sum(cin3_q);
-          v4_q <= v3_q;
-        end
-        if (float && valid_q[3]) v5_q <= cfg_i.accumulate ? tsr_fp_pkg::add_round(cin4_q) : v4_q;
-        if (float && valid_q[4]) begin
-          if (cfg_i.bias) bias6_q <= tsr_fp_pkg::add_order(v5_q, bias5_q);
-          v6_q <= v5_q;
-        end
-        if (float && valid_q[5]) begin
-          if (cfg_i.bias) bias7_q <= tsr_fp_pkg::add_sum(bias6_q);
-          v7_q <= v6_q;
-        end
-        if (float && valid_q[6]) v8_q <= cfg_i.bias ? tsr_fp_pkg::add_round(bias7_q) : v7_q;
+        if (cin_add || bias_add) order_q <= bias_add ? tsr_fp_pkg::add_order(v5_q, bias5_q)
+                                                     : tsr_fp_pkg::add_order(v2_q, cin2_q);
+        if (float && ((valid_q[2] && cfg_i.accumulate) || (valid_q[5] && cfg_i.bias)))
+          sum_q <= tsr_fp_pkg::add_sum(order_q);
+        if (float && valid_q[1]) v3_q <= v2_q;
+        if (float && valid_q[2]) v4_q <= v3_q;
+        if (float && valid_q[3]) v5_q <= cfg_i.accumulate ? added : v4_q;
+        if (float && valid_q[4]) v6_q <= v5_q;
+        if (float && valid_q[5]) v7_q <= v6_q;
+        if (float && valid_q[6]) v8_q <= cfg_i.bias ? added : v7_q;
         if (float && valid_q[7]) v9_q <= bf16_out ? 32'(tsr_fp_pkg::to_bf16(r8)) : r8;
       end
       assign out16[j*16 +: 16] = v9_q[15:0];
@@ -273,6 +271,8 @@ module tsr_epilogue #(
       assign v8_c    = fp_class(v8_q[30:0]);
       assign r8_c    = fp_class(r8[30:0]);
       assign out_bf16 = tsr_fp_pkg::to_bf16(r8);
+      // rows two cycles apart through both adds: a C_in add begins as the row ahead begins its bias add
+      cov_fp_both_adds:   cover property (@(posedge clk_i) cin_add && valid_q[3] && cfg_i.bias);
       cov_fp_sum_nan:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd2);
       cov_fp_sum_inf:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd1);
       cov_fp_cin_nan:     cover property (@(posedge clk_i) valid_q[1] && float && cfg_i.accumulate &&

@@ -14,6 +14,13 @@
 // finishes with the upper one but is read Rows/2 cycles later, so tiles are at least
 // Cols + Rows/2 cycles apart.
 //
+// A BF16 GEMM that adds both a C_in and a bias reads a row every other cycle: the epilogue has one
+// fp32 adder per lane, which adds a row's C_in in its stages 3-5 and its bias in stages 6-8
+// (tsr_epilogue). Rows two cycles apart never need it in the same cycle; tiles are then at least
+// max(2 Rows + 2, Rows + Cols - 1) cycles apart, so that a tile's first row enters the epilogue
+// four or more cycles after the previous tile's last (never three), and the last row of a tile is
+// read before the next tile overwrites it.
+//
 // With BF16 an A element is two bytes (the banks' byte address advances by 2 a token), and C
 // elements are 4 bytes (FP32) or 2 (BF16); the walk and its timing are those of int8, but tiles
 // whose A rows fit in a quarter of a bank take A slots 0-3 in turn (tsr_int_pkg::a_quad).
@@ -85,6 +92,7 @@ module tsr_seq #(
   localparam int unsigned GapMax = (Rows > Cols) ? Rows : Cols;
   localparam int unsigned Half = Rows / 2;
   localparam int unsigned GapFold = (Rows > Cols + Half) ? Rows : Cols + Half;
+  localparam int unsigned GapPair = (2 * Rows + 2 > Rows + Cols - 1) ? 2 * Rows + 2 : Rows + Cols - 1;
   localparam int unsigned BeatBytes = AxiDataWidth / 8;
   localparam int unsigned BeatShift = $clog2(BeatBytes);
   localparam int unsigned BankBeats = 2 * KMax / BeatBytes;  // an A bank: both slots
@@ -108,6 +116,7 @@ module tsr_seq #(
   logic [RowW:0] cur_vr, cur_rows;
   logic [ColW+1:0] cur_vc;
   logic        fold;
+  logic        pair;      // BF16 with C_in and a bias: a row every other cycle into the epilogue
   logic [15:0] blk_cols;  // columns per tile: Cols, or 2 x Cols with FOLD
   logic        start_tile, emit, tiles_left, a_resident, a_wait, a_quad;
   logic [KW:0] emit_k;
@@ -122,7 +131,8 @@ module tsr_seq #(
   assign cur_bslot  = cols_blk_q[0];
   assign fold       = cfg_i.fold;
   assign blk_cols   = fold ? 16'(2 * Cols) : 16'(Cols);
-  assign gap_min    = fold ? (KW+1)'(GapFold) : (KW+1)'(GapMax);
+  assign pair       = Bf16 && bf16_i && cfg_i.accumulate && cfg_i.bias;
+  assign gap_min    = fold ? (KW+1)'(GapFold) : pair ? (KW+1)'(GapPair) : (KW+1)'(GapMax);
   // The next tile's rows and columns, registered: they follow from rows_left_q and cols_left_q,
   // which change only as a tile starts, and the next one starts max(Rows, Cols) cycles later at
   // the earliest (gap_q), or after the GEMM's first cycle (fresh_q). Their comparisons in front of the tile's
@@ -336,6 +346,7 @@ module tsr_seq #(
   );
 
   logic ro_start, ro_active_q, ro_active_d, ro_on;
+  logic ro_hold_q;  // pair: the cycle after a row, in which the readout waits
   logic [RowW-1:0] ro_row_q, ro_row_d, ro_row;
   logic [InfoW-1:0] ro_info_q, ro_info_d, ro_info;
   logic [AddrWidth-1:0] ro_addr_q, ro_addr_d, ro_addr;
@@ -356,7 +367,7 @@ module tsr_seq #(
   end
   assign ro_start = ro_start_q;
   assign info_pop = ro_start;
-  assign ro_on    = ro_start || ro_active_q;
+  assign ro_on    = ro_start || (ro_active_q && !ro_hold_q);
   assign ro_row   = ro_start ? '0 : ro_row_q;
   assign ro_info  = ro_start ? info_out : ro_info_q;
   assign {ro_vr, ro_vc, ro_tile_addr, ro_cslot, ro_pslot, ro_nblast, ro_final} = ro_info;
@@ -375,7 +386,8 @@ module tsr_seq #(
     ro_row_d    = ro_row_q;
     ro_info_d   = ro_info;
     // the lower band's rows start at the tile's second Cols columns (int32 with FOLD)
-    ro_addr_d   = (cfg_i.fold && ro_row == RowW'(Half - 1)) ? ro_tile_addr + AddrWidth'(Cols * 4)
+    ro_addr_d   = ro_hold_q && !ro_start ? ro_addr_q :
+                  (cfg_i.fold && ro_row == RowW'(Half - 1)) ? ro_tile_addr + AddrWidth'(Cols * 4)
                                                             : ro_addr + cfg_i.ldc;
     if (ro_on) begin
       ro_active_d = ro_row != RowW'(Rows - 1);
@@ -495,6 +507,7 @@ module tsr_seq #(
       gap_q       <= '0;
       credits_q   <= '0;
       ro_active_q <= 1'b0;
+      ro_hold_q   <= 1'b0;
       done_q      <= 1'b0;
     end else begin
       running_q   <= running_d;
@@ -502,6 +515,7 @@ module tsr_seq #(
       gap_q       <= gap_d;
       credits_q   <= credits_d;
       ro_active_q <= ro_active_d;
+      ro_hold_q   <= !clear_i && pair && ro_on;
       done_q      <= done_d;
     end
   end

@@ -7,7 +7,7 @@ bind tsr_fifo tsr_fifo_sva u_sva (
 bind tsr_seq tsr_seq_sva #(.Credits(Credits), .Rows(Rows), .Cols(Cols)) u_sva (
   .clk_i, .rst_ni, .credits_q, .start_tile, .tile_rows(($clog2(Credits)+1)'(cur_rows)),
   .a_reread(!a_wait && cfg_i.m > 16'(Rows)), .clear_i, .row_valid_o,
-  .rows_left(rows_left_q), .cols_left(cols_left_q), .blk_cols, .fold,
+  .rows_left(rows_left_q), .cols_left(cols_left_q), .blk_cols, .fold, .pair, .epi_valid(e_valid_q),
   .shape({16'(cur_vr), 16'(cur_vc), 16'(cur_rows), 14'd0, cur_nblast, cur_final})
 );
 

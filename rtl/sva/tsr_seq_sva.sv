@@ -2,8 +2,10 @@
 // rows of the store unit's FIFO, so they stay within [0, Credits]; a tile starts only with credits
 // for all its rows; a soft reset's clear leaves no row on its way into the array; a tile starts
 // with the shape (rows, columns, last row block, last tile) its registers hold and the rows and
-// columns left give, which the registers follow a cycle late. Cover point: a
-// resident A of several row blocks read again in a later column block, without being loaded again.
+// columns left give, which the registers follow a cycle late; in a BF16 GEMM with C_in and a bias,
+// no row enters the epilogue three cycles after another (the row's bias add would begin in the
+// cycle the other's C_in add does, on the lane's one adder). Cover point: a resident A of several
+// row blocks read again in a later column block, without being loaded again.
 module tsr_seq_sva #(
   parameter int unsigned Credits = 32,
   parameter int unsigned Rows = 16,
@@ -22,6 +24,8 @@ module tsr_seq_sva #(
   input logic [15:0]   cols_left,
   input logic [15:0]   blk_cols,
   input logic          fold,
+  input logic          pair,          // BF16 with C_in and a bias (tsr_seq)
+  input logic          epi_valid,     // a row enters the epilogue
   input logic [63:0]   shape         // {vr, vc, rows, nblast, final} as registered, zero-extended
 );
   logic [15:0] vr, vc, rows;
@@ -34,9 +38,15 @@ module tsr_seq_sva #(
   cov_a_resident_blocks: cover property (@(posedge clk_i) start_tile && a_reread);
 
   logic cleared_q;
+  logic [2:0] epi_valid_q;  // rows that entered the epilogue 1, 2 and 3 cycles ago
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) cleared_q <= 1'b0;
-    else cleared_q <= clear_i;
+    if (!rst_ni) begin
+      cleared_q   <= 1'b0;
+      epi_valid_q <= '0;
+    end else begin
+      cleared_q   <= clear_i;
+      epi_valid_q <= {epi_valid_q[1:0], epi_valid};
+    end
   end
 
   // Sampled at the clock edge outside reset (rst_ni is asynchronous, as in the design).
@@ -56,6 +66,11 @@ module tsr_seq_sva #(
       a_seq_tile_shape_current: assert (!start_tile || shape == shape_now)
         else begin
           $error("a tile started with the shape %016x registered, %016x now", shape, shape_now);
+          tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
+        end
+      a_seq_pair_rows_apart: assert (!(pair && epi_valid && epi_valid_q[2]))
+        else begin
+          $error("a BF16 row with C_in and a bias entered the epilogue three cycles after another");
           tsr_sva_pkg::tsr_assertion_failed($sformatf("%m"));
         end
       a_seq_tile_has_credits: assert (!start_tile || tile_rows <= credits_q)

@@ -29,7 +29,7 @@ CASES = ["1x1x1", "17x33x5", "1x64x64", "64x1x64", "64x64x64", "64x16x512", "64x
          "64x128x128@mem_bytes_per_cycle=8", "64x128x128@mem_max_reads=4&mem_max_writes=4",
          "48x100x200", "40x40x700", "1x64x64+fold", "2x100x130+fold", "1x33x3+fold", "2x16x40+fold",
          "17x33x5+bf16", "64x64x64+bf16", "1x64x200+bf16", "64x128x128+bf16+bf16out+bias+acc",
-         "40x40x700+bf16+relu", "64x128x128+bf16@mem_bytes_per_cycle=8"]
+         "40x40x700+bf16+relu", "64x128x128+bf16@mem_bytes_per_cycle=8", "70x40x3+bf16+bias+acc"]
 RANDOM_PER_PRESET = 3
 
 

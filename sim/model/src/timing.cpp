@@ -169,7 +169,9 @@ class EngineSim {
         w_first_(mem.w_first),
         seg4_(cfg.cols * 4 <= cfg.axi_bytes ? 1 : cfg.cols * 4 / cfg.axi_bytes),
         row_beats_(static_cast<uint32_t>(ceil_div(uint64_t{d.k} * d.in_bytes(), cfg.axi_bytes))),
-        gap_(std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
+        pair_(d.bf16() && d.has(spec::desc::FLAG_ACCUMULATE) && d.has(spec::desc::FLAG_BIAS)),
+        gap_(pair_ ? std::max<uint64_t>({d.k, 2 * cfg.rows + 2, cfg.rows + cfg.cols - 1})
+                   : std::max<uint64_t>({d.k, cfg.rows, cfg.cols + (d.has(spec::desc::FLAG_FOLD) ? cfg.rows / 2 : 0)})),
         acc_(d.has(spec::desc::FLAG_ACCUMULATE)),
         a_resident_(resident_a(acc_, d.bf16(), d.m, row_beats_, cfg)),  // a NOP's K = 0 counts as one beat
         a_slots_(a_slots(d.bf16(), row_beats_, cfg)),
@@ -236,6 +238,9 @@ class EngineSim {
   const uint64_t rows_, cols_, k_, beat_, lat_;
   const uint32_t read_limit_, write_limit_, seg4_, row_beats_;
   const bool w_first_;  // the memory takes write data before the burst's address
+  // BF16 with C_in and a bias: the readout takes a row every other cycle (the epilogue's one adder
+  // per lane adds both), and tiles are max(K, 2R + 2, R + C - 1) apart
+  const bool pair_;
   const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
   const bool acc_;
   // Resident A (no C_in, and every row block fits in the A banks): the first column block's tiles
@@ -500,7 +505,8 @@ void EngineSim::store_row(uint64_t out, uint64_t addr, uint64_t bytes) {
 // A tile's first operand token leaves in cycle t, its last (k = K-1) in T = t + K - 1. Stage s of
 // the token chain holds a token s + 1 cycles after it left: the A slot is free after stage R-1,
 // the B slot after stage C-1 (for the column block's last tile), the readout starts at stage C+4
-// and reads a row a cycle; each row then takes one cycle to the epilogue and its stages.
+// and reads a row a cycle (every other cycle for a BF16 GEMM with C_in and a bias); each row then
+// takes one cycle to the epilogue and its stages.
 void EngineSim::start_tile(uint64_t t) {
   const uint64_t T = t + k_ - 1;
   const uint32_t vr = cur_vr();
@@ -511,16 +517,17 @@ void EngineSim::start_tile(uint64_t t) {
   const bool final_tile = nblast && sq_cols_left_ <= blk_;
   const uint64_t out_bytes = d_.out_bytes();
   const uint64_t c_addr = d_.c_addr + sq_cols_blk_ * blk_ * out_bytes + sq_mb_ * rows_ * d_.ldc;
-  const uint64_t readout = T + cols_ + 5, out = readout + 1 + kEpilogueLatency;
+  const uint64_t readout = T + cols_ + 5, out = readout + 1 + kEpilogueLatency, pitch = pair_ ? 2 : 1;
   if (a_waits()) ev_arel_.push({T + rows_, sq_tile_});
   if (nblast) ev_brel_.push({T + cols_, bslot});
   ev_ro_.push(readout);
-  for (uint32_t r = 0; r < vr; ++r) store_row(out + r, c_addr + r * d_.ldc, std::min(vc, cols_) * out_bytes);
+  for (uint32_t r = 0; r < vr; ++r) store_row(out + pitch * r, c_addr + r * d_.ldc, std::min(vc, cols_) * out_bytes);
   if (fold_ && vc > cols_)  // the lower band's rows, from row R/2 of the readout
     for (uint32_t r = 0; r < vr; ++r)
       store_row(out + rows_ / 2 + r, c_addr + cols_ * out_bytes + r * d_.ldc, (vc - cols_) * out_bytes);
-  ev_end_.push({out + rows_ - 1, uint8_t(sq_tile_ & 1), bslot, nblast, final_tile});
-  if (final_tile) final_end_ = out + rows_ - 1;
+  const uint64_t end = out + pitch * (rows_ - 1);
+  ev_end_.push({end, uint8_t(sq_tile_ & 1), bslot, nblast, final_tile});
+  if (final_tile) final_end_ = end;
 
   sq_next_start_ = t + gap_;
   sq_credits_ -= stored;
