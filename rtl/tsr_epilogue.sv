@@ -271,7 +271,7 @@ module tsr_epilogue #(
       assign v8_c    = fp_class(v8_q[30:0]);
       assign r8_c    = fp_class(r8[30:0]);
       assign out_bf16 = tsr_fp_pkg::to_bf16(r8);
-      // rows two cycles apart through both adds: a C_in add begins as the row ahead begins its bias add
+      // rows two cycles apart through both adds: a C_in add begins as the row ahead rounds its C_in sum
       cov_fp_both_adds:   cover property (@(posedge clk_i) cin_add && valid_q[3] && cfg_i.bias);
       cov_fp_sum_nan:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd2);
       cov_fp_sum_inf:     cover property (@(posedge clk_i) valid_q[1] && float && v2_c == 2'd1);

@@ -241,7 +241,7 @@ class EngineSim {
   // BF16 with C_in and a bias: the readout takes a row every other cycle (the epilogue's one adder
   // per lane adds both), and tiles are max(K, 2R + 2, R + C - 1) apart
   const bool pair_;
-  const uint64_t gap_;  // the tile interval max(K, R, C), or max(K, R, C + R/2) with FOLD
+  const uint64_t gap_;  // the tile interval max(K, R, C); max(K, R, C + R/2) with FOLD; pair_'s above
   const bool acc_;
   // Resident A (no C_in, and every row block fits in the A banks): the first column block's tiles
   // load A as usual, each row block at its own place, and the later ones read it again.
